@@ -1,0 +1,1 @@
+"""The ``dlcp`` command: ``dlcp <area> <verb>``."""

@@ -1,0 +1,1 @@
+"""Framework shims (``dlcp.host.shim``): PyTorch DDP hook and MXNet KVStore."""

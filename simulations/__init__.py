@@ -1,0 +1,1 @@
+"""Large-scale packet simulations (``dlcp.simulations``)."""

@@ -1,0 +1,1 @@
+"""Emulated cluster in network namespaces (``dlcp.testbed``)."""
