@@ -28,8 +28,9 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# mypy reads the link tree, where host/ etc. sit at their dlcp.* import paths.
 typecheck: venv
-	$(VENV)/bin/mypy -p dlcp
+	MYPYPATH=$$(ls -d build/__editable__*) $(VENV)/bin/mypy -p dlcp
 
 pytest: venv
 	$(VENV)/bin/pytest -q
@@ -38,3 +39,4 @@ test: lint typecheck pytest
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache
+

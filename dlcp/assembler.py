@@ -31,7 +31,7 @@ import numpy as np
 
 from dlcp.drops import DropCounters, DropReason
 from dlcp.limits import Limits
-from dlcp.message import Message, MessageKey, MessageSpec, elem_ranges
+from dlcp.message import NUMPY_DTYPE, Message, MessageKey, MessageSpec, elem_ranges
 from dlcp.protocol import HEADER_FIELDS, HEADER_SIZE, INVARIANT_BYTES, VERSION, FillMode, Flag, PacketType
 from dlcp.stats import LossStats
 from dlcp.wire import Header, check_headers, header_view, segment_count
@@ -87,7 +87,7 @@ class _Job:
     def __init__(self, token: int) -> None:
         self.token = token
         self.bytes_in_use = 0
-        self.stash: dict[MessageKey, list[bytes]] = {}
+        self.stash: dict[MessageKey, list[tuple[bytes, int]]] = {}
         self.stash_bytes = 0
         self.stash_done: set[MessageKey] = set()
 
@@ -118,11 +118,14 @@ class Assembler:
         for key in [k for k in self._messages if k.job_id == job_id]:
             del self._messages[key]
 
-    def expect(self, spec: MessageSpec, buffer: np.ndarray, now: float = 0.0) -> Message:
+    def expect(self, spec: MessageSpec, buffer: np.ndarray, now: float = 0.0, accumulate: bool = False) -> Message:
         """Register a message and the buffer it assembles into; replays stashed early packets.
 
         For a STALE-fill message (parameters) the buffer must hold the previous
-        values: ranges that never arrive keep them.
+        values: ranges that never arrive keep them. With ``accumulate`` each
+        packet's elements are *added* to the buffer instead of stored (a
+        reduce-on-receive: the bitmap makes every packet count exactly once, and
+        a missing packet contributes nothing, which is its zero fill).
         """
         job = self._jobs.get(spec.key.job_id)
         if job is None:
@@ -139,7 +142,7 @@ class Assembler:
                 f"job {spec.key.job_id} would hold {job.bytes_in_use + spec.nbytes} bytes in assembly,"
                 f" over limits.max_job_bytes = {self.limits.max_job_bytes}"
             )
-        msg = Message(spec, buffer, now)
+        msg = Message(spec, buffer, now, accumulate)
         self._completed.pop(spec.key, None)
         self._messages[spec.key] = msg
         job.bytes_in_use += spec.nbytes
@@ -148,10 +151,10 @@ class Assembler:
             job.stash_done.discard(spec.key)
             msg.sender_done = True
         if stashed:
-            job.stash_bytes -= sum(len(p) for p in stashed)
+            job.stash_bytes -= sum(len(blob) for blob, _ in stashed)
             result = IngestResult()
-            for pkt in stashed:
-                self._ingest_into(result, pkt, len(pkt), len(pkt), now)
+            for blob, seg in stashed:
+                self._ingest_into(result, blob, len(blob), seg, now)
             if msg.done:
                 return msg
         if msg.ready:
@@ -273,7 +276,7 @@ class Assembler:
     def _fast_path(
         self, result: IngestResult, buf: np.ndarray, nbytes: int, seg_size: int, nseg: int, now: float
     ) -> bool:
-        """The common case in a few vector operations: consecutive new full-size DATA packets of one message.
+        """The common case in a few vector operations: new full-size DATA packets of one message, in increasing order.
 
         Returns False, having changed nothing, whenever anything is unusual; the
         general path then handles the batch. Header bytes 0..27 are the same in
@@ -301,21 +304,29 @@ class Assembler:
         words = np.ndarray((nseg, HEADER_SIZE // 4), dtype=">u4", buffer=buf, strides=(seg_size, 4)).astype(np.int64)
         if nseg > 1 and not (words[1:, :_INV_WORDS] == words[0, :_INV_WORDS]).all():
             return False
-        s0 = int(words[0, _SEQ_WORD])
-        if s0 + nseg > spec.num_elems // spec.elems_per_packet:  # the short last packet goes the general way
+        seq = words[:, _SEQ_WORD]
+        s0, s_last = int(seq[0]), int(seq[-1])
+        if s_last >= spec.num_elems // spec.elems_per_packet:  # the short last packet goes the general way
             return False
-        expect = np.arange(s0, s0 + nseg)
-        if not (words[:, _SEQ_WORD] == expect).all():
+        consecutive = s_last - s0 == nseg - 1
+        if consecutive:
+            if not (seq == np.arange(s0, s0 + nseg)).all():
+                return False
+        elif nseg > 1 and not (seq[1:] > seq[:-1]).all():  # strictly increasing: no duplicates
             return False
-        expect *= spec.elems_per_packet
-        if not (words[:, _OFF_WORD] == expect).all():
+        if not (words[:, _OFF_WORD] == seq * spec.elems_per_packet).all():
             return False
-        received = msg.received[s0 : s0 + nseg]
+        received = msg.received[s0 : s0 + nseg] if consecutive else msg.received[seq]
         if received.any():
             return False
-        rows = msg.view[s0 * pb : (s0 + nseg) * pb].reshape(nseg, pb)
-        rows[:] = np.ndarray((nseg, pb), dtype=np.uint8, buffer=buf, offset=HEADER_SIZE, strides=(seg_size, 1))
-        received[:] = True
+        src_rows = np.ndarray((nseg, pb), dtype=np.uint8, buffer=buf, offset=HEADER_SIZE, strides=(seg_size, 1))
+        if consecutive:
+            _deliver(msg, msg.view[s0 * pb : (s0 + nseg) * pb].reshape(nseg, pb), src_rows)
+            msg.received[s0 : s0 + nseg] = True
+        else:
+            full_rows = spec.num_elems // spec.elems_per_packet
+            _deliver(msg, msg.view[: full_rows * pb].reshape(full_rows, pb), src_rows, seq)
+            msg.received[seq] = True
         msg.n_received += nseg
         msg.received_elems += nseg * spec.elems_per_packet
         msg.last_progress = now
@@ -380,19 +391,30 @@ class Assembler:
     def _no_message(
         self, key: MessageKey, buf: np.ndarray, hdrs: np.ndarray, gidx: np.ndarray, codes: np.ndarray, seg_size: int
     ) -> None:
+        """Stash a known job's packets for a message not expected yet (bounded), or count them late."""
         if key in self._completed:
             codes[gidx] = DropReason.LATE
             return
         job = self._jobs[key.job_id]
         lengths = hdrs["length"][gidx].astype(np.int64)
-        for i, length in zip(gidx, lengths, strict=True):
-            size = HEADER_SIZE + int(length) if hdrs["ver_type"][i] & 0xF == PacketType.DATA else HEADER_SIZE
-            if job.stash_bytes + size > self.limits.max_stash_bytes:
+        is_data = (hdrs["ver_type"][gidx] & 0xF) == PacketType.DATA
+        sizes = np.where(is_data, HEADER_SIZE + lengths, HEADER_SIZE)
+        whole = bool(np.all(sizes == seg_size)) and (int(gidx[-1]) + 1) * seg_size <= buf.size
+        if whole and job.stash_bytes + int(sizes.sum()) <= self.limits.max_stash_bytes:
+            # The common case: full-size packets kept as one batch, replayed through the fast path.
+            rows = np.ndarray((int(gidx[-1]) + 1, seg_size), dtype=np.uint8, buffer=buf)
+            job.stash.setdefault(key, []).append((rows[gidx].tobytes(), seg_size))
+            job.stash_bytes += int(sizes.sum())
+            codes[gidx] = -1
+            return
+        for i, size in zip(gidx, sizes, strict=True):
+            if job.stash_bytes + int(size) > self.limits.max_stash_bytes:
                 codes[i] = DropReason.STASH_FULL
                 continue
             start = int(i) * seg_size
-            job.stash.setdefault(key, []).append(buf[start : start + size].tobytes())
-            job.stash_bytes += size
+            raw = buf[start : start + int(size)].tobytes()
+            job.stash.setdefault(key, []).append((raw, len(raw)))
+            job.stash_bytes += int(size)
             codes[i] = -1
 
     def _place(
@@ -476,13 +498,13 @@ class Assembler:
             k = fseq.size
             if k > 1 and fseq[-1] - fseq[0] == k - 1 and fpos[-1] - fpos[0] == k - 1 and np.all(np.diff(fseq) == 1):
                 s0, p0 = int(fseq[0]), int(fpos[0])
-                rows[s0 : s0 + k] = src[p0 : p0 + k]
+                _deliver(msg, rows[s0 : s0 + k], src[p0 : p0 + k])
             else:
-                rows[fseq] = src[fpos]
+                _deliver(msg, rows, src[fpos], fseq)
         for p, s, n in zip(pos[~full], seq[~full], length[~full], strict=True):
             start = int(s) * pb
             src_start = int(p) * seg_size + HEADER_SIZE
-            msg.view[start : start + int(n)] = buf[src_start : src_start + int(n)]
+            _deliver(msg, msg.view[start : start + int(n)], buf[src_start : src_start + int(n)])
         msg.received[seq] = True
         msg.n_received += int(seq.size)
         msg.received_elems += int(length.sum()) // spec.elem_size
@@ -491,7 +513,7 @@ class Assembler:
     def _finish(self, msg: Message) -> None:
         spec = msg.spec
         missing = elem_ranges(spec, msg.missing_ranges())
-        if spec.fill_mode == FillMode.ZERO and missing.size:
+        if spec.fill_mode == FillMode.ZERO and missing.size and not msg.accumulate:
             esize = spec.elem_size
             for start, end in missing:
                 msg.view[int(start) * esize : int(end) * esize] = 0
@@ -508,3 +530,18 @@ class Assembler:
         job = self._jobs.get(msg.key.job_id)
         if job is not None:
             job.bytes_in_use -= msg.spec.nbytes
+
+
+def _deliver(msg: Message, dst: np.ndarray, src: np.ndarray, rows: np.ndarray | None = None) -> None:
+    """Store (or, for an accumulating message, add) ``src`` into ``dst`` (at ``rows`` if given)."""
+    if msg.accumulate:
+        dtype = NUMPY_DTYPE[msg.spec.dtype]
+        d, sv = dst.view(dtype), src.view(dtype)
+        if rows is None:
+            d += sv
+        else:
+            d[rows] += sv  # rows are unique: fresh packets only
+    elif rows is None:
+        dst[...] = src
+    else:
+        dst[rows] = src

@@ -113,6 +113,7 @@ class Message:
     """Receive-side state of one message: its buffer, the bitmap, and completion state."""
 
     __slots__ = (
+        "accumulate",
         "done",
         "last_progress",
         "lost_elems",
@@ -126,13 +127,18 @@ class Message:
         "view",
     )
 
-    def __init__(self, spec: MessageSpec, buffer: np.ndarray, now: float) -> None:
+    def __init__(self, spec: MessageSpec, buffer: np.ndarray, now: float, accumulate: bool = False) -> None:
         flat = np.asarray(buffer).reshape(-1)
         if flat.nbytes != spec.nbytes:
             raise ValueError(f"buffer has {flat.nbytes} bytes but message {spec.key} needs {spec.nbytes}")
         if not flat.flags.c_contiguous or not flat.flags.writeable:
             raise ValueError("message buffer must be a writeable, contiguous array")
+        if accumulate and spec.dtype in (DType.BFLOAT16, DType.UINT8):
+            raise ValueError(f"cannot accumulate {spec.dtype.name} payloads")
+        if accumulate and flat.dtype != NUMPY_DTYPE[spec.dtype]:
+            raise ValueError(f"an accumulating buffer must be {NUMPY_DTYPE[spec.dtype]}, got {flat.dtype}")
         self.spec = spec
+        self.accumulate = accumulate
         self.view = flat.view(np.uint8)
         self.received = np.zeros(spec.pkt_count, dtype=bool)
         self.trimmed = np.zeros(spec.pkt_count, dtype=bool)

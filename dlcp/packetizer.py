@@ -46,37 +46,88 @@ def build_packets(
     values: np.ndarray,
     *,
     token: int,
-    priority: int,
+    priority: int | np.ndarray,
     drop_classes: np.ndarray | int = 0,
     seqs: np.ndarray | None = None,
     retransmit: bool = False,
-    mark_last: bool = True,
+    last: bool | None = None,
+    out: np.ndarray | None = None,
 ) -> PacketBatch:
     """Data packets ``seqs`` (default: all) of the message ``spec`` whose elements are ``values``.
 
-    ``drop_classes`` is per packet of the whole message (or one value). The
-    packet with the highest sequence number carries ``Flag.LAST`` when
-    ``mark_last`` is set and it is the message's final packet.
+    ``drop_classes`` is per packet of the whole message (or one value).
+    ``last`` says whether the batch's final packet carries ``Flag.LAST`` (the
+    sender's first pass ends with it); ``None`` flags it when the batch holds the
+    message's final packet. ``priority`` may be one class or one per packet of
+    the message. ``out`` is scratch space to build into (reused between calls to
+    avoid page faults): a uint8 array of at least ``len(seqs) * (HEADER_SIZE +
+    packet_bytes)`` bytes.
     """
     flat = np.ascontiguousarray(values).reshape(-1)
     if flat.nbytes != spec.nbytes:
         raise ValueError(f"values have {flat.nbytes} bytes, message {spec.key} has {spec.nbytes}")
     raw = flat.view(np.uint8)
+    seq, hdr_bytes = build_headers(
+        spec, seqs, token=token, priority=priority, drop_classes=drop_classes, retransmit=retransmit, last=last
+    )
+    n = spec.pkt_count
+    pb = spec.packet_bytes
+    seg = HEADER_SIZE + pb
+    lengths = np.where(seq == n - 1, spec.last_packet_bytes, pb)
+    if out is None:
+        rows = np.empty((seq.size, seg), dtype=np.uint8)
+    else:
+        if out.nbytes < seq.size * seg:
+            raise ValueError(f"scratch buffer of {out.nbytes} bytes is smaller than {seq.size * seg}")
+        rows = out.reshape(-1)[: seq.size * seg].reshape(seq.size, seg)
+    rows[:, :HEADER_SIZE] = hdr_bytes
+    full_rows = spec.num_elems // spec.elems_per_packet
+    body = raw[: full_rows * pb].reshape(full_rows, pb)
+    is_full = seq < full_rows
+    fseq = seq[is_full]
+    k = fseq.size
+    if k and fseq[-1] - fseq[0] == k - 1:
+        rows[:k, HEADER_SIZE:] = body[int(fseq[0]) : int(fseq[0]) + k]
+    elif k:
+        rows[:k, HEADER_SIZE:] = body[fseq]
+    if not is_full.all():  # the short last packet sits in the last row; bytes past it are never sent
+        tail = raw[full_rows * pb :]
+        rows[-1, HEADER_SIZE : HEADER_SIZE + tail.size] = tail
+    nbytes = seq.size * seg - (pb - int(lengths[-1]) if seq.size else 0)
+    return PacketBatch(data=rows, count=int(seq.size), seg_size=seg, nbytes=int(nbytes), seqs=seq)
+
+
+def build_headers(
+    spec: MessageSpec,
+    seqs: np.ndarray | None = None,
+    *,
+    token: int,
+    priority: int | np.ndarray,
+    drop_classes: np.ndarray | int = 0,
+    retransmit: bool = False,
+    last: bool | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted sequence numbers, their headers as an ``(n, HEADER_SIZE)`` uint8 array).
+
+    The payload of packet ``s`` is bytes ``[s * packet_bytes, s * packet_bytes
+    + length)`` of the message, so a sender can hand the kernel header and
+    payload as separate iovecs and never copy the tensor.
+    """
     n = spec.pkt_count
     seq = np.arange(n, dtype=np.int64) if seqs is None else np.sort(np.asarray(seqs, dtype=np.int64))
     if seq.size and (seq[0] < 0 or seq[-1] >= n):
         raise ValueError(f"sequence numbers out of range 0..{n - 1}")
     pb = spec.packet_bytes
-    seg = HEADER_SIZE + pb
     lengths = np.where(seq == n - 1, spec.last_packet_bytes, pb)
     drops = np.broadcast_to(np.asarray(drop_classes, dtype=np.uint8), (n,))[seq] if seq.size else 0
     flags = np.full(seq.size, int(Flag.RETX) if retransmit else 0, dtype=np.uint8)
-    if mark_last and seq.size and seq[-1] == n - 1:
+    if seq.size and (last or (last is None and seq[-1] == n - 1)):
         flags[-1] |= Flag.LAST
+    prio = priority if np.ndim(priority) == 0 else np.asarray(priority, dtype=np.uint8)[seq]
     hdrs = pack_headers(
         ptype=PacketType.DATA,
         flags=0,
-        priority=priority,
+        priority=prio,
         drop_class=drops,
         job_id=spec.key.job_id,
         src=spec.key.src,
@@ -92,19 +143,4 @@ def build_packets(
         length=lengths,
     )
     hdrs["flags"] = flags
-    out = np.zeros((seq.size, seg), dtype=np.uint8)
-    out[:, :HEADER_SIZE] = headers_to_bytes(hdrs)
-    full_rows = spec.num_elems // spec.elems_per_packet
-    body = raw[: full_rows * pb].reshape(full_rows, pb)
-    is_full = seq < full_rows
-    fseq = seq[is_full]
-    k = fseq.size
-    if k and fseq[-1] - fseq[0] == k - 1:
-        out[:k, HEADER_SIZE:] = body[int(fseq[0]) : int(fseq[0]) + k]
-    elif k:
-        out[:k, HEADER_SIZE:] = body[fseq]
-    if not is_full.all():  # the short last packet sits in the last row
-        tail = raw[full_rows * pb :]
-        out[-1, HEADER_SIZE : HEADER_SIZE + tail.size] = tail
-    nbytes = seq.size * seg - (pb - int(lengths[-1]) if seq.size else 0)
-    return PacketBatch(data=out, count=int(seq.size), seg_size=seg, nbytes=int(nbytes), seqs=seq)
+    return seq, headers_to_bytes(hdrs)

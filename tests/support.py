@@ -31,3 +31,23 @@ def packets(spec: MessageSpec, values: np.ndarray, **kw: object) -> PacketBatch:
     kw.setdefault("token", TOKEN)
     kw.setdefault("priority", 3)
     return build_packets(spec, values, **kw)  # type: ignore[arg-type]
+
+
+# Process entry points for dlcp.host.launch.spawn: spawned children import them from here.
+def allreduce_worker(rank: int, world: int, store_port: int, n: int, mode: str) -> tuple:
+    from dlcp.config import TransportConfig
+    from dlcp.host.session import open_session
+
+    with open_session(
+        rank=rank, world=world, store_host="127.0.0.1", store_port=store_port,
+        transport=TransportConfig(port=0, payload_bytes=4096), server_ranks=(0, 1),
+    ) as s:  # fmt: skip
+        x = np.arange(n, dtype=np.float32) * (rank + 1)
+        (s.collectives.allreduce_ring if mode == "ring" else s.collectives.allreduce_ps)(x)
+        return x, s.endpoint.token, s.endpoint.address
+
+
+def failing_worker(rank: int, world: int, store_port: int) -> int:
+    if rank == 1:
+        raise RuntimeError("boom on rank 1")
+    return rank

@@ -53,7 +53,7 @@ def test_not_complete_until_sender_done(assembler: Assembler) -> None:
     spec, values = make_message(6400, 64, bound=0.05)  # 100 packets, bound allows 5
     out = np.zeros_like(values)
     msg = assembler.expect(spec, out)
-    pkts = packets(spec, values, mark_last=False).packets()
+    pkts = packets(spec, values, last=False).packets()
     results = feed(assembler, drop_some(pkts, [3, 50]))
     assert not any(r.completed for r in results), "must not complete before the sender says it is done"
     assert not msg.done
@@ -119,7 +119,7 @@ def test_short_last_packet_loss_accounts_elements(assembler: Assembler) -> None:
     spec, values = make_message(1000, 64, bound=0.05)  # 16 packets, the last holds 40 elements
     out = np.ones_like(values)
     msg = assembler.expect(spec, out)
-    pkts = packets(spec, values, mark_last=False).packets()
+    pkts = packets(spec, values, last=False).packets()
     feed(assembler, pkts[:-1])
     assembler.on_probe(spec.key)
     assert msg.done and msg.lost_elems == 40
@@ -266,3 +266,22 @@ def test_stalled_messages(assembler: Assembler) -> None:
 def test_unknown_message_key_type() -> None:
     assert MessageKey(1, 2, 3, 4).round == 4
     assert Flag.LAST in Flag(1)
+
+
+def test_accumulate_adds_each_packet_once(assembler: Assembler) -> None:
+    spec, values = make_message(6400, 64, kind=MessageKind.REDUCE_SCATTER, bound=0.05)
+    base = np.ones_like(values)
+    out = base.copy()
+    msg = assembler.expect(spec, out, accumulate=True)
+    pkts = packets(spec, values).packets()
+    batch = packets(spec, values, seqs=np.arange(10, 20))
+    assembler.ingest(batch.buffer(), seg_size=batch.seg_size)
+    assembler.ingest(batch.buffer(), seg_size=batch.seg_size)  # duplicates must not add twice
+    feed(assembler, [p for i, p in enumerate(pkts) if not 10 <= i < 20 and i != 42])
+    assert msg.done and msg.lost_elems == 64
+    lost = slice(42 * 64, 43 * 64)
+    np.testing.assert_array_equal(out[lost], base[lost]), "a lost packet contributes nothing"
+    keep = np.ones(values.size, dtype=bool)
+    keep[lost] = False
+    np.testing.assert_allclose(out[keep], base[keep] + values[keep], rtol=1e-6)
+    assert assembler.counters[DropReason.DUPLICATE] == 10

@@ -33,7 +33,7 @@ def test_random_order_duplication_loss(sc) -> None:
     previous = np.full(num, -3.0, dtype=np.float32)
     out = previous.copy()
     msg = a.expect(spec, out)
-    pb = packets(spec, values, mark_last=False)
+    pb = packets(spec, values, last=False)
     pkts = pb.packets()
     keep = [i for i in range(len(pkts)) if i not in set(lost)] + [d for d in dups if d not in set(lost)]
     rng = np.random.default_rng(seed)
@@ -70,9 +70,13 @@ def test_random_order_duplication_loss(sc) -> None:
 def test_fast_and_general_paths_agree(npk, epp, seed, data) -> None:
     """A batch processed whole (fast path) leaves the same state as its packets one by one (general path)."""
     spec, values = make_message(npk * epp, epp, seed=seed % 1000)
-    start = data.draw(st.integers(0, npk - 1))
-    count = data.draw(st.integers(1, npk - start))
-    pb = packets(spec, values, seqs=np.arange(start, start + count))
+    if data.draw(st.booleans()):
+        start = data.draw(st.integers(0, npk - 1))
+        seqs = np.arange(start, data.draw(st.integers(start + 1, npk)))
+    else:  # a sparse, increasing set: one drop class of a message
+        seqs = np.array(sorted(data.draw(st.sets(st.integers(0, npk - 1), min_size=1))))
+    count = seqs.size
+    pb = packets(spec, values, seqs=seqs)
     corrupt = data.draw(st.sampled_from([None, "seq", "offset", "token", "length"]))
     raw = bytearray(pb.buffer())
     if corrupt is not None and count > 1:

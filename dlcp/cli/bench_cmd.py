@@ -21,6 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     core.add_argument("--repeat", type=int, default=3, help="repetitions; the best is reported")
     core.add_argument("--json", action="store_true", help="print JSON")
     core.set_defaults(func=_core)
+    register_allreduce(verbs)
 
 
 def _core(args: argparse.Namespace) -> int:
@@ -38,4 +39,55 @@ def _core(args: argparse.Namespace) -> int:
         sys.stdout.write(f"{step:<10} {s['s']:>9.4f} {s['gbps']:>7.2f} {s['vs_memcpy']:>12.2f}\n")
     c = r["classify"]
     sys.stdout.write(f"{'classify':<10} {c['s']:>9.4f} {'':>7} {c['vs_abs_mean']:>12.2f}  (vs np.abs().mean())\n")
+    return 0
+
+
+def register_allreduce(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = verbs.add_parser(
+        "allreduce",
+        help="DLCP all-reduce against gloo on loopback",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--workers", type=int, default=2, help="processes")
+    p.add_argument("--size", type=int, default=64 << 20, help="tensor bytes (float32)")
+    p.add_argument("--mode", choices=("ring", "ps"), default="ring", help="ring all-reduce or parameter server")
+    p.add_argument("--inject-loss", type=float, default=0.0, help="fraction of data packets each receiver drops")
+    p.add_argument("--loss-pattern", choices=("random", "bursty"), default="random", help="injected loss pattern")
+    p.add_argument("--repeat", type=int, default=10, help="timed iterations")
+    p.add_argument("--warmup", type=int, default=2, help="untimed iterations first")
+    p.add_argument("--baseline", choices=("gloo", "none"), default="gloo", help="baseline run in the same processes")
+    p.add_argument("--payload", type=int, default=8192, help="DLCP payload bytes per packet")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_allreduce)
+
+
+def _allreduce(args: argparse.Namespace) -> int:
+    from dlcp.host.bench import BenchConfig, run
+
+    cfg = BenchConfig(
+        workers=args.workers, size=args.size, mode=args.mode, inject_loss=args.inject_loss,
+        loss_pattern=args.loss_pattern, repeat=args.repeat, warmup=args.warmup, baseline=args.baseline,
+        payload_bytes=args.payload, seed=args.seed,
+    )  # fmt: skip
+    r = run(cfg)
+    if args.json:
+        sys.stdout.write(json.dumps(r) + "\n")
+        return 0
+    sys.stdout.write(
+        f"all-reduce {cfg.size / 1e6:.1f} MB, {cfg.workers} workers, mode {cfg.mode},"
+        f" injected loss {cfg.inject_loss:.2%} ({cfg.loss_pattern}), {cfg.repeat} iterations\n"
+    )
+    sys.stdout.write(f"{'':<6} {'median s':>10} {'p99 s':>10} {'GB/s':>8}\n")
+    for name in ("gloo", "dlcp"):
+        if name in r:
+            v = r[name]
+            sys.stdout.write(f"{name:<6} {v['median_s']:>10.4f} {v['p99_s']:>10.4f} {v['gbps']:>8.3f}\n")
+    d = r["dlcp"]
+    sys.stdout.write(
+        f"dlcp loss accepted {d['loss_fraction']:.3%}, retransmitted {d['retransmitted_packets']} packets,"
+        f" injected drops {d['injected_drops']}\n"
+    )
+    if "ratio_gbps_vs_gloo" in r:
+        sys.stdout.write(f"ratio dlcp/gloo (GB/s): {r['ratio_gbps_vs_gloo']:.2f}\n")
     return 0

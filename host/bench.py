@@ -1,0 +1,120 @@
+"""``dlcp bench allreduce``: DLCP against gloo (torch.distributed) in the same run, on loopback.
+
+Every rank runs the baseline and DLCP back to back with the same tensor size.
+An iteration's time is the slowest rank's, measured between two barriers.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+
+from dlcp.config import TransportConfig
+from dlcp.host.launch import spawn
+from dlcp.host.loss import LossSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    workers: int = 2
+    size: int = 64 << 20
+    mode: str = "ring"
+    inject_loss: float = 0.0
+    loss_pattern: str = "random"
+    repeat: int = 10
+    warmup: int = 2
+    baseline: str = "gloo"
+    payload_bytes: int = 8192
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.workers < 2:
+            raise ValueError("--workers must be at least 2")
+        if self.size < 4 or self.size % 4:
+            raise ValueError("--size must be a positive multiple of 4 bytes (float32)")
+        if self.mode not in ("ring", "ps"):
+            raise ValueError("--mode must be ring or ps")
+        if self.baseline not in ("gloo", "none"):
+            raise ValueError("--baseline must be gloo or none")
+        if self.repeat < 1:
+            raise ValueError("--repeat must be >= 1")
+
+
+def _summary(times: list[float], size: int) -> dict[str, float]:
+    t = np.asarray(times)
+    med = float(np.median(t))
+    return {"median_s": med, "p99_s": float(np.percentile(t, 99)), "gbps": size / med / 1e9}
+
+
+def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig) -> dict[str, Any]:
+    import torch
+    import torch.distributed as dist
+
+    from dlcp.host.session import open_session
+
+    torch.set_num_threads(1)
+    n = cfg.size // 4
+    rng = np.random.default_rng(cfg.seed + rank)
+    data = rng.standard_normal(n).astype(np.float32)
+    out: dict[str, Any] = {}
+    store = dist.TCPStore("127.0.0.1", store_port, world, rank == 0, timedelta(seconds=60), wait_for_workers=False)
+    if cfg.baseline == "gloo":
+        dist.init_process_group("gloo", store=dist.PrefixStore("gloo", store), rank=rank, world_size=world)
+        t = torch.from_numpy(data.copy())
+        times = []
+        for i in range(cfg.warmup + cfg.repeat):
+            t.copy_(torch.from_numpy(data))
+            dist.barrier()
+            start = time.perf_counter()
+            dist.all_reduce(t)
+            if i >= cfg.warmup:
+                times.append(time.perf_counter() - start)
+        out["gloo"] = times
+        dist.destroy_process_group()
+    loss = LossSpec(rate=cfg.inject_loss, pattern=cfg.loss_pattern, seed=cfg.seed * 1000 + rank)  # type: ignore[arg-type]
+    with open_session(
+        rank=rank, world=world, store_host="127.0.0.1", store_port=store_port, job_id=1,
+        transport=TransportConfig(port=0, payload_bytes=cfg.payload_bytes), loss=loss,
+        server_ranks=tuple(range(world)) if cfg.mode == "ps" else (0,), store=store,
+    ) as s:  # fmt: skip
+        x = data.copy()
+        times = []
+        coll = s.collectives
+        for i in range(cfg.warmup + cfg.repeat):
+            np.copyto(x, data)
+            s.rendezvous.barrier()
+            start = time.perf_counter()
+            if cfg.mode == "ring":
+                coll.allreduce_ring(x)
+            else:
+                coll.allreduce_ps(x)
+            if i >= cfg.warmup:
+                times.append(time.perf_counter() - start)
+        out["dlcp"] = times
+        out["loss_fraction"] = coll.stats.loss_fraction
+        out["retransmitted"] = s.endpoint.send_stats.retransmitted
+        out["injected"] = s.endpoint.loss.dropped if s.endpoint.loss else 0
+        out["drops"] = s.endpoint.asm.counters.as_dict()
+    return out
+
+
+def run(cfg: BenchConfig) -> dict[str, Any]:
+    per_rank = spawn(_rank_main, cfg.workers, cfg, timeout_s=600.0, threads_per_proc=1)
+    result: dict[str, Any] = {"config": asdict(cfg)}
+    for name in ("dlcp", "gloo"):
+        if name in per_rank[0]:
+            slowest = [max(r[name][i] for r in per_rank) for i in range(cfg.repeat)]
+            result[name] = _summary(slowest, cfg.size)
+    result["dlcp"]["loss_fraction"] = float(np.mean([r["loss_fraction"] for r in per_rank]))
+    result["dlcp"]["retransmitted_packets"] = int(sum(r["retransmitted"] for r in per_rank))
+    result["dlcp"]["injected_drops"] = int(sum(r["injected"] for r in per_rank))
+    if "gloo" in result:
+        result["ratio_gbps_vs_gloo"] = result["dlcp"]["gbps"] / result["gloo"]["gbps"]
+    return result

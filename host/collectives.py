@@ -1,0 +1,266 @@
+"""Bounded-loss collectives over DLCP endpoints: ring all-reduce, parameter server, broadcast.
+
+Consistency between workers' replicas (``docs/transport.md`` §4):
+
+* **Ring all-reduce.** The reduce-scatter steps are lossy within their bound;
+  the all-gather steps use their own bound, 0 by default (reliable), so every
+  worker ends with the same result and replicas never drift.
+* **Parameter server.** Pushes are lossy within the push bound. The pull has its
+  own, lower bound; a pulled range that does not arrive keeps the previous
+  round's value for the same tag (STALE fill), so workers can differ on those
+  ranges. With a pull bound of 0 they never do; otherwise the caller
+  re-synchronises at a configured period with :meth:`Collectives.broadcast`,
+  which is always reliable.
+* Every call has a round number; all ranks must call collectives in the same
+  order (as with NCCL or gloo).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dlcp.host.endpoint import Endpoint, RecvHandle
+from dlcp.message import MessageKey, MessageSpec, dtype_code, elems_per_packet
+from dlcp.policy import Policy
+from dlcp.protocol import MessageKind
+
+log = logging.getLogger(__name__)
+
+# A sender never reuses a message identity (msg_id, round) for two receivers:
+# replies are matched to sends by identity alone. Pulls and broadcasts, which
+# go to many receivers, therefore carry the receiver's rank in their msg_id.
+_PULL_ID = 1 << 16
+
+
+@dataclass
+class CollectiveStats:
+    calls: int = 0
+    lost_elems: int = 0
+    total_elems: int = 0
+    by_kind: dict[str, list[int]] = field(default_factory=dict)
+
+    def record(self, kind: MessageKind, lost: int, total: int) -> None:
+        self.lost_elems += lost
+        self.total_elems += total
+        entry = self.by_kind.setdefault(kind.name.lower(), [0, 0])
+        entry[0] += lost
+        entry[1] += total
+
+    @property
+    def loss_fraction(self) -> float:
+        return self.lost_elems / self.total_elems if self.total_elems else 0.0
+
+
+def split_bounds(n: int, parts: int) -> np.ndarray:
+    """Chunk boundaries ``[b0=0, b1, ..., b_parts=n]`` as even as possible."""
+    return (np.arange(parts + 1) * n) // parts
+
+
+class Collectives:
+    """Collective operations of one rank of one job.
+
+    ``ranks`` are the participants (workers); PS servers are ``server_ranks``,
+    which may be workers too (co-located) or extra ranks (dedicated).
+    """
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        world: int,
+        policy: Policy | None = None,
+        server_ranks: tuple[int, ...] = (0,),
+        worker_ranks: tuple[int, ...] | None = None,
+    ) -> None:
+        self.ep = endpoint
+        self.rank = endpoint.rank
+        self.world = world
+        self.policy = policy or Policy()
+        self.workers = tuple(range(world)) if worker_ranks is None else tuple(worker_ranks)
+        self.servers = tuple(server_ranks)
+        for r in (*self.workers, *self.servers):
+            if r not in endpoint.addresses:
+                raise ValueError(f"rank {r} has no address")
+        self.round = 0
+        self.stats = CollectiveStats()
+        self._last_pull: dict[object, np.ndarray] = {}
+        self._buffers: dict[object, np.ndarray] = {}
+
+    def _scratch(self, slot: object, n: int, dtype: np.dtype) -> np.ndarray:
+        """A receive buffer kept between calls (fresh memory costs a page fault per 4 KiB)."""
+        buf = self._buffers.get(slot)
+        if buf is None or buf.dtype != dtype or buf.size < n:
+            buf = self._buffers[slot] = np.empty(n, dtype=dtype)
+        return buf[:n]
+
+    # -- helpers ------------------------------------------------------------
+    def _spec(self, src: int, msg_id: int, kind: MessageKind, n: int, dtype: np.dtype, layer: int) -> MessageSpec:
+        code = dtype_code(dtype)
+        return MessageSpec(
+            MessageKey(self.ep.job_id, src, msg_id, self.round),
+            kind,
+            n,
+            elems_per_packet(self.ep.cfg.payload_bytes, code),
+            code,
+            layer,
+            self.policy.loss_bound(kind, layer),
+        )
+
+    def _send(self, spec: MessageSpec, values: np.ndarray, dst: int, priority: int) -> None:
+        drops = self.policy.drop_classes(values, spec.elems_per_packet, spec.kind) if values.size else None
+        self.ep.send(spec, values, dst, priority, drops)
+
+    def _wait(self, handle: RecvHandle) -> None:
+        msg = self.ep.wait(handle)
+        self.stats.record(msg.spec.kind, msg.lost_elems, msg.spec.num_elems)
+
+    def _priority(self, layer: int, num_layers: int, priority: int | None) -> int:
+        return int(self.policy.priority_of_layers(layer, num_layers)) if priority is None else priority
+
+    # -- ring all-reduce ------------------------------------------------------
+    def allreduce_ring(
+        self, x: np.ndarray, *, layer: int = 0, num_layers: int = 1, priority: int | None = None, average: bool = False
+    ) -> np.ndarray:
+        """In-place sum (or mean) of ``x`` over the workers: reduce-scatter, then all-gather."""
+        flat = _flat_view(x)
+        n_ranks = len(self.workers)
+        self.round += 1
+        self.stats.calls += 1
+        if n_ranks > 1:
+            idx = self.workers.index(self.rank)
+            nxt, prv = self.workers[(idx + 1) % n_ranks], self.workers[(idx - 1) % n_ranks]
+            bounds = split_bounds(flat.size, n_ranks)
+            prio = self._priority(layer, num_layers, priority)
+            # Post every reduce-scatter receive first, each adding straight into its chunk of
+            # x (reduce-on-receive), so packets of later steps never wait in the stash. A
+            # chunk is received into in exactly one step, and sent only after that step.
+            recvs = []
+            for step in range(n_ranks - 1):
+                recv_c = (idx - step - 1) % n_ranks
+                rs, re = bounds[recv_c], bounds[recv_c + 1]
+                spec = self._spec(prv, step, MessageKind.REDUCE_SCATTER, re - rs, flat.dtype, layer)
+                recvs.append(self.ep.post_recv(spec, flat[rs:re], accumulate=True))
+            for step in range(n_ranks - 1):
+                send_c = (idx - step) % n_ranks
+                chunk = flat[bounds[send_c] : bounds[send_c + 1]]
+                out_spec = self._spec(self.rank, step, MessageKind.REDUCE_SCATTER, chunk.size, flat.dtype, layer)
+                self._send(out_spec, chunk, nxt, prio)
+                self._wait(recvs[step])
+            for step in range(n_ranks - 1):
+                send_c, recv_c = (idx + 1 - step) % n_ranks, (idx - step) % n_ranks
+                rs, re = bounds[recv_c], bounds[recv_c + 1]
+                msg_id = n_ranks + step
+                h = self.ep.post_recv(
+                    self._spec(prv, msg_id, MessageKind.ALL_GATHER, re - rs, flat.dtype, layer), flat[rs:re]
+                )
+                chunk = flat[bounds[send_c] : bounds[send_c + 1]]
+                self._send(
+                    self._spec(self.rank, msg_id, MessageKind.ALL_GATHER, chunk.size, flat.dtype, layer),
+                    chunk,
+                    nxt,
+                    prio,
+                )
+                self._wait(h)
+        if average:
+            flat /= n_ranks
+        return x
+
+    # -- parameter server -------------------------------------------------------
+    def allreduce_ps(
+        self,
+        x: np.ndarray,
+        *,
+        tag: object = 0,
+        layer: int = 0,
+        num_layers: int = 1,
+        priority: int | None = None,
+        average: bool = False,
+    ) -> np.ndarray:
+        """Sum (or mean) of ``x`` over the workers through the parameter servers.
+
+        Workers push shard ``s`` of their tensor to server ``s``; each server
+        aggregates what arrived (bounded loss, gaps zero) and sends the result
+        back to every worker (pull, its own bound; gaps keep the previous
+        round's value for this ``tag``). A dedicated server passes a zero
+        tensor of the right size and gets the aggregate back as well.
+        """
+        flat = _flat_view(x)
+        self.round += 1
+        self.stats.calls += 1
+        prio = self._priority(layer, num_layers, priority)
+        bounds = split_bounds(flat.size, len(self.servers))
+        is_worker = self.rank in self.workers
+        my_shard = self.servers.index(self.rank) if self.rank in self.servers else None
+        previous = self._last_pull.get(tag)
+        if previous is None or previous.shape != flat.shape:
+            previous = flat.copy()  # before any pull: a gap keeps this worker's own values
+        # Post every receive before the first blocking send. A server adds each
+        # worker's push straight into its aggregate (reduce-on-receive).
+        push_in: list[RecvHandle] = []
+        agg = np.zeros(0, dtype=flat.dtype)
+        if my_shard is not None:
+            lo, hi = bounds[my_shard], bounds[my_shard + 1]
+            agg = flat[lo:hi].copy() if is_worker else np.zeros(hi - lo, dtype=flat.dtype)
+            for w in self.workers:
+                if w != self.rank:
+                    spec = self._spec(w, my_shard, MessageKind.PUSH, hi - lo, flat.dtype, layer)
+                    push_in.append(self.ep.post_recv(spec, agg, accumulate=True))
+        result = previous.copy()
+        pull_in: list[RecvHandle] = []
+        if is_worker:
+            for s, server in enumerate(self.servers):
+                if server != self.rank:
+                    lo, hi = bounds[s], bounds[s + 1]
+                    spec = self._spec(server, _PULL_ID + self.rank, MessageKind.PULL, hi - lo, flat.dtype, layer)
+                    pull_in.append(self.ep.post_recv(spec, result[lo:hi]))
+            for s, server in enumerate(self.servers):
+                if server != self.rank:
+                    lo, hi = bounds[s], bounds[s + 1]
+                    spec = self._spec(self.rank, s, MessageKind.PUSH, hi - lo, flat.dtype, layer)
+                    self._send(spec, flat[lo:hi], server, prio)
+        if my_shard is not None:
+            lo, hi = bounds[my_shard], bounds[my_shard + 1]
+            for handle in push_in:
+                self._wait(handle)
+            if average:
+                agg /= len(self.workers)
+            result[lo:hi] = agg
+            for w in self.workers:
+                if w != self.rank:
+                    spec = self._spec(self.rank, _PULL_ID + w, MessageKind.PULL, hi - lo, flat.dtype, layer)
+                    self._send(spec, agg, w, prio)
+        for handle in pull_in:
+            self._wait(handle)
+        flat[:] = result
+        self._last_pull[tag] = result
+        return x
+
+    # -- broadcast ------------------------------------------------------------------
+    def broadcast(self, x: np.ndarray, root: int = 0) -> np.ndarray:
+        """Reliable broadcast of ``x`` from ``root`` to every worker (re-synchronises replicas)."""
+        flat = _flat_view(x)
+        self.round += 1
+        self.stats.calls += 1
+        code = dtype_code(flat.dtype)
+        epp = elems_per_packet(self.ep.cfg.payload_bytes, code)
+
+        def spec(dst: int) -> MessageSpec:
+            return MessageSpec(
+                MessageKey(self.ep.job_id, root, dst, self.round), MessageKind.PULL, flat.size, epp, code
+            )
+
+        if self.rank == root:
+            for w in self.workers:
+                if w != root:
+                    self.ep.send(spec(w), flat, w, self.policy.control_class)
+        else:
+            self._wait(self.ep.post_recv(spec(self.rank), flat))
+        return x
+
+
+def _flat_view(x: np.ndarray) -> np.ndarray:
+    if not isinstance(x, np.ndarray) or not x.flags.c_contiguous or not x.flags.writeable:
+        raise ValueError("collectives work in place on a writeable, C-contiguous numpy array")
+    return x.reshape(-1)

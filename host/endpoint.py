@@ -1,0 +1,458 @@
+"""One process's DLCP endpoint: sockets, a receive thread, and the probe/bitmap/stop exchange.
+
+Receive side. A daemon thread takes datagrams in batches (recvmmsg + GRO),
+applies optional loss injection, feeds the core assembler, and answers control
+packets: a PROBE gets a STOP (complete) or a BITMAP (what arrived); a message
+that completes gets a STOP at once, one whose gap exceeds its bound once the
+sender is done gets a BITMAP at once. Replies go to the rank's registered
+address, never to a datagram's source address.
+
+Send side (the caller's thread). ``send`` packetises the tensor per drop
+class, sends the batches with GSO at the message's priority (DSCP/ECN marked),
+paced by AIMD, flags the last packet of the first pass LAST, then waits for the
+receiver's verdict: STOP ends the message; a BITMAP is answered by
+retransmitting the missing packets at the top priority; silence is answered by
+a PROBE after a retransmission timeout that doubles up to ``max_rto``. After
+``peer_timeout_s`` without any reply the send raises :class:`PeerTimeoutError`
+naming the peer. See ``docs/transport.md``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dlcp.assembler import Assembler, IngestResult
+from dlcp.config import TransportConfig
+from dlcp.host.errors import PeerTimeoutError, TransportError
+from dlcp.host.loss import LossInjector, LossSpec
+from dlcp.host.pacing import AimdPacer, PacingConfig
+from dlcp.host.udp import MAX_GSO_BYTES, MAX_GSO_SEGMENTS, RecvRing, open_socket, send_gather
+from dlcp.limits import Limits
+from dlcp.message import Message, MessageKey, MessageSpec
+from dlcp.packetizer import build_headers
+from dlcp.protocol import HEADER_SIZE, NUM_DROP_CLASSES, Flag, PacketType, tos_for
+from dlcp.wire import Header
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SendStats:
+    """Sender-side accounting, from the receivers' final bitmaps."""
+
+    messages: int = 0
+    packets: int = 0
+    retransmitted: int = 0
+    probes: int = 0
+    lost_by_drop_class: dict[int, list[int]] = field(default_factory=dict)
+    """drop class -> [packets accepted as lost, packets sent]."""
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "messages": self.messages,
+            "packets": self.packets,
+            "retransmitted": self.retransmitted,
+            "probes": self.probes,
+            "loss_fraction_by_drop_class": {
+                str(c): (lost / total if total else 0.0) for c, (lost, total) in sorted(self.lost_by_drop_class.items())
+            },
+        }
+
+
+class _Out:
+    """State of one message being sent."""
+
+    __slots__ = ("spec", "values", "dst", "drop_classes", "stopped", "pending", "probe_id", "last_reply", "fed_back")
+
+    def __init__(self, spec: MessageSpec, values: np.ndarray, dst: int, drop_classes: np.ndarray, now: float) -> None:
+        self.spec = spec
+        self.values = values
+        self.dst = dst
+        self.drop_classes = drop_classes
+        self.stopped = False
+        self.pending: list[tuple[int, bytes]] = []
+        self.probe_id = 0
+        self.last_reply = now
+        self.fed_back = False
+
+
+class RecvHandle:
+    """A posted receive: wait on it with :meth:`Endpoint.wait`."""
+
+    __slots__ = ("msg", "event", "src")
+
+    def __init__(self, msg: Message, src: int) -> None:
+        self.msg = msg
+        self.event = threading.Event()
+        self.src = src
+        if msg.done:
+            self.event.set()
+
+
+class Endpoint:
+    """A rank's DLCP endpoint for one job."""
+
+    def __init__(
+        self,
+        *,
+        rank: int,
+        job_id: int,
+        token: int,
+        addresses: dict[int, tuple[str, int]],
+        transport: TransportConfig | None = None,
+        limits: Limits | None = None,
+        loss: LossSpec | None = None,
+        pacing: PacingConfig | None = None,
+        control_class: int = 7,
+        initial_rto_s: float = 0.01,
+        max_rto_s: float = 0.2,
+        sock: socket.socket | None = None,
+    ) -> None:
+        if rank not in addresses:
+            raise ValueError(f"rank {rank} has no address in the rendezvous table")
+        self.rank = rank
+        self.job_id = job_id
+        self.token = token
+        self.addresses = dict(addresses)
+        self.cfg = transport or TransportConfig()
+        self.seg_size = HEADER_SIZE + self.cfg.payload_bytes
+        self.control_class = control_class
+        self.initial_rto_s = initial_rto_s
+        self.max_rto_s = max_rto_s
+        self.asm = Assembler(limits)
+        self.asm.add_job(job_id, token)
+        self.loss = LossInjector(loss) if loss is not None and loss.rate > 0 else None
+        self.pacer = AimdPacer(pacing or PacingConfig())
+        self.send_stats = SendStats()
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._handles: dict[MessageKey, RecvHandle] = {}
+        self._out: dict[MessageKey, _Out] = {}
+        self._nacked: dict[MessageKey, float] = {}
+        host, port = self.addresses[rank]
+        self.sock = sock if sock is not None else open_socket(host, port)
+        self.addresses[rank] = self.sock.getsockname()
+        self._spray = [self.sock] + [
+            open_socket(host, 0, rcvbuf=1 << 16, gro=False) for _ in range(self.cfg.spray_ports - 1)
+        ]
+        self._spray_next = itertools.cycle(range(len(self._spray)))
+        self._ring = RecvRing(self.sock, self.seg_size)
+        self._per_build = min(MAX_GSO_BYTES // self.seg_size, MAX_GSO_SEGMENTS) * 16  # about 1 MB per build
+        self._stop = threading.Event()
+        self._rx_error: BaseException | None = None
+        self._thread = threading.Thread(target=self._rx_loop, name=f"dlcp-rx-{rank}", daemon=True)
+        self._thread.start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.addresses[self.rank]
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        for s in self._spray:
+            s.close()
+
+    def __enter__(self) -> Endpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- receive ----------------------------------------------------------
+    def post_recv(self, spec: MessageSpec, buffer: np.ndarray, accumulate: bool = False) -> RecvHandle:
+        """Expect a message into ``buffer`` (for STALE fill it must hold the previous values).
+
+        With ``accumulate`` the payload is added to ``buffer`` (reduce-on-receive).
+        """
+        now = time.monotonic()
+        with self._lock:
+            msg = self.asm.expect(spec, buffer, now, accumulate)
+            handle = RecvHandle(msg, spec.key.src)
+            if not msg.done:
+                self._handles[spec.key] = handle
+                if msg.sender_done and msg.needs_retransmit:
+                    self._send_bitmap(msg, PacketType.BITMAP, probe_id=0)
+        return handle
+
+    def wait(self, handle: RecvHandle) -> Message:
+        """Block until the message completes; raises PeerTimeoutError if its sender goes silent."""
+        timeout = self.cfg.peer_timeout_s
+        while not handle.event.wait(0.05):
+            self._check_rx()
+            idle = time.monotonic() - handle.msg.last_progress
+            if idle > timeout:
+                with self._lock:
+                    self.asm.cancel(handle.msg.key)
+                    self._handles.pop(handle.msg.key, None)
+                raise PeerTimeoutError(handle.src, self.addresses[handle.src], idle, f"receiving {handle.msg.key}")
+        return handle.msg
+
+    # -- send -------------------------------------------------------------
+    def send(
+        self,
+        spec: MessageSpec,
+        values: np.ndarray,
+        dst: int,
+        priority: int,
+        drop_classes: np.ndarray | None = None,
+    ) -> None:
+        """Send a message and return once the receiver has it within its bound."""
+        if dst not in self.addresses:
+            raise ValueError(f"no address for rank {dst}")
+        n = spec.pkt_count
+        classes = np.zeros(n, dtype=np.uint8) if drop_classes is None else np.asarray(drop_classes, dtype=np.uint8)
+        if classes.shape != (n,) or (classes.size and classes.max() >= NUM_DROP_CLASSES):
+            raise ValueError(f"drop_classes must be {n} values in 0..{NUM_DROP_CLASSES - 1}")
+        flat = np.ascontiguousarray(values).reshape(-1)
+        out = _Out(spec, flat, dst, classes, time.monotonic())
+        with self._lock:
+            if spec.key in self._out:
+                raise ValueError(f"message {spec.key} is already being sent")
+            self._out[spec.key] = out
+        try:
+            self._first_pass(out, priority)
+            self._finish(out)
+        finally:
+            with self._lock:
+                self._out.pop(spec.key, None)
+        self.send_stats.messages += 1
+        self.send_stats.packets += n
+
+    def _first_pass(self, out: _Out, priority: int) -> None:
+        spec = out.spec
+        groups = [(int(c), np.flatnonzero(out.drop_classes == c)) for c in np.unique(out.drop_classes)]
+        per_call = self._per_build
+        for gi, (cls, seqs) in enumerate(groups):
+            for start in range(0, seqs.size, per_call):
+                chunk = seqs[start : start + per_call]
+                final = gi == len(groups) - 1 and start + per_call >= seqs.size
+                self._transmit(spec, out.values, out.dst, chunk, priority, cls, retransmit=False, last=final)
+
+    def _transmit(
+        self,
+        spec: MessageSpec,
+        values: np.ndarray,
+        dst: int,
+        seqs: np.ndarray,
+        priority: int,
+        drop_class: int,
+        *,
+        retransmit: bool,
+        last: bool,
+    ) -> None:
+        seqs, headers = build_headers(
+            spec, seqs, token=self.token, priority=priority, drop_classes=drop_class, retransmit=retransmit, last=last
+        )
+        pb = spec.packet_bytes
+        lengths = np.where(seqs == spec.pkt_count - 1, spec.last_packet_bytes, pb)
+        if seqs.size > 1 and lengths[:-1].min() != pb:
+            raise TransportError("only the last packet of a batch may be short")  # build_headers sorts seqs
+        self.pacer.wait(int(lengths.sum()) + HEADER_SIZE * seqs.size)
+        sock = self._spray[next(self._spray_next)]
+        payload = memoryview(values.reshape(-1).view(np.uint8).data)
+        send_gather(sock, headers, payload, seqs * pb, lengths, self.seg_size, self.addresses[dst],
+                    tos_for(priority, drop_class))  # fmt: skip
+
+    def _finish(self, out: _Out) -> None:
+        """Wait for STOP; retransmit on BITMAP; probe on silence."""
+        spec = out.spec
+        rto = self.initial_rto_s
+        deadline = time.monotonic() + rto
+        with self._cond:
+            while not out.stopped:
+                self._check_rx()
+                if out.pending:
+                    pending, out.pending = out.pending, []
+                    missing = self._missing_from(spec, pending)
+                    self._cond.release()
+                    try:
+                        if missing.size:
+                            self._retransmit(out, missing)
+                        self._probe(out)
+                    finally:
+                        self._cond.acquire()
+                    rto = self.initial_rto_s
+                    deadline = time.monotonic() + rto
+                    continue
+                now = time.monotonic()
+                if now >= deadline:
+                    silent = now - out.last_reply
+                    if silent > self.cfg.peer_timeout_s:
+                        raise PeerTimeoutError(out.dst, self.addresses[out.dst], silent, f"sending {spec.key}")
+                    self._cond.release()
+                    try:
+                        self._probe(out)
+                    finally:
+                        self._cond.acquire()
+                    rto = min(rto * 2, self.max_rto_s)
+                    deadline = time.monotonic() + rto
+                    continue
+                self._cond.wait(deadline - now)
+
+    def _missing_from(self, spec: MessageSpec, chunks: list[tuple[int, bytes]]) -> np.ndarray:
+        missing: list[np.ndarray] = []
+        for offset, payload in chunks:
+            bits = np.unpackbits(np.frombuffer(payload, dtype=np.uint8), bitorder="little")
+            bits = bits[: max(0, min(bits.size, spec.pkt_count - offset))]
+            missing.append(offset + np.flatnonzero(bits == 0))
+        return np.unique(np.concatenate(missing)) if missing else np.zeros(0, dtype=np.int64)
+
+    def _retransmit(self, out: _Out, missing: np.ndarray) -> None:
+        self.send_stats.retransmitted += int(missing.size)
+        per_call = self._per_build
+        for start in range(0, missing.size, per_call):
+            chunk = missing[start : start + per_call]
+            self._transmit(out.spec, out.values, out.dst, chunk, self.control_class, 0, retransmit=True, last=False)
+
+    def _probe(self, out: _Out) -> None:
+        out.probe_id += 1
+        self.send_stats.probes += 1
+        self._send_control(out.spec, PacketType.PROBE, out.dst, seq=out.probe_id)
+
+    # -- control packets ----------------------------------------------------
+    def _send_control(
+        self, spec: MessageSpec, ptype: PacketType, dst: int, *, seq: int = 0, offset: int = 0, payload: bytes = b"",
+        flags: Flag = Flag.NONE,
+    ) -> None:  # fmt: skip
+        key = spec.key
+        hdr = Header(
+            ptype, flags, priority=self.control_class, drop_class=0, job_id=key.job_id, src=key.src,
+            token=self.token, msg_id=key.msg_id, round=key.round, layer=spec.layer, kind=spec.kind,
+            dtype=spec.dtype, seq=seq, pkt_count=spec.pkt_count, offset=offset, length=len(payload),
+        )  # fmt: skip
+        try:
+            self.sock.sendto(hdr.pack() + payload, self.addresses[dst])
+        except OSError as exc:  # refused or a full buffer: the peer's probe or our timer will ask again
+            log.debug("control packet to rank %d not sent: %s", dst, exc)
+
+    def _send_bitmap(self, msg: Message, ptype: PacketType, probe_id: int) -> None:
+        """BITMAP (or STOP with the final bitmap) in chunks of at most one payload each."""
+        spec = msg.spec
+        dst = spec.key.src
+        if ptype == PacketType.STOP and msg.lost_elems == 0:
+            self._send_control(spec, ptype, dst, seq=probe_id, flags=Flag.FINAL)
+            return
+        bitmap = msg.bitmap()
+        step = self.cfg.payload_bytes
+        for start in range(0, len(bitmap), step):
+            final = Flag.FINAL if start + step >= len(bitmap) else Flag.NONE
+            self._send_control(
+                spec, ptype, dst, seq=probe_id, offset=start * 8, payload=bitmap[start : start + step], flags=final
+            )
+
+    # -- receive thread -----------------------------------------------------
+    def _check_rx(self) -> None:
+        if self._rx_error is not None:
+            raise TransportError(f"receive thread failed: {self._rx_error!r}") from self._rx_error
+
+    def _rx_loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                got = self._ring.receive(0.02)
+                if got is None:
+                    continue
+                now = time.monotonic()
+                for start, nbytes, seg in got.runs:
+                    runs = [(start, nbytes)] if self.loss is None else self.loss.keep_runs(got.buf, start, nbytes, seg)
+                    for s, n in runs:
+                        with self._cond:
+                            result = self.asm.ingest(got.buf[s : s + n], seg_size=seg, now=now)
+                            self._handle(result, now)
+        except BaseException as exc:  # surfaced to the caller by _check_rx
+            if not self._stop.is_set():
+                log.exception("DLCP receive thread failed")
+                self._rx_error = exc
+                with self._cond:
+                    self._cond.notify_all()
+
+    def _handle(self, result: IngestResult, now: float) -> None:
+        """React to one ingest (called with the lock held)."""
+        for msg in result.completed:
+            self._complete(msg, probe_id=0)
+        for msg in result.nack:
+            # One proactive NACK per message per RTO: probes ask again if it is lost.
+            if now - self._nacked.get(msg.key, 0.0) > self.initial_rto_s:
+                self._nacked[msg.key] = now
+                self._send_bitmap(msg, PacketType.BITMAP, probe_id=0)
+        for hdr, payload in result.control:
+            if hdr.type == PacketType.PROBE:
+                self._on_probe(hdr, now)
+            else:
+                self._on_reply(hdr, payload, now)
+        if result.control:
+            self._cond.notify_all()
+
+    def _complete(self, msg: Message, probe_id: int) -> None:
+        self._nacked.pop(msg.key, None)
+        handle = self._handles.pop(msg.key, None)
+        if handle is not None:
+            handle.event.set()
+        self._send_bitmap(msg, PacketType.STOP, probe_id)
+
+    def _on_probe(self, hdr: Header, now: float) -> None:
+        key = MessageKey(hdr.job_id, hdr.src, hdr.msg_id, hdr.round)
+        if hdr.src not in self.addresses:
+            return
+        msg = self.asm.on_probe(key, now)
+        spec = MessageSpec(key, hdr.kind, 0, 1, hdr.dtype, hdr.layer)
+        if msg is None:
+            # Completed (answer STOP again) or not expected yet (an empty BITMAP: alive, keep waiting).
+            done = self.asm.is_completed(key)
+            ptype = PacketType.STOP if done else PacketType.BITMAP
+            self._send_control(spec, ptype, hdr.src, seq=hdr.seq, flags=Flag.FINAL if done else Flag.NONE)
+        elif msg.done:
+            self._complete(msg, hdr.seq)
+        else:
+            self._send_bitmap(msg, PacketType.BITMAP, hdr.seq)
+
+    def _on_reply(self, hdr: Header, payload: bytes, now: float) -> None:
+        out = self._out.get(MessageKey(hdr.job_id, hdr.src, hdr.msg_id, hdr.round))
+        if out is None or hdr.src != self.rank:
+            return
+        out.last_reply = now
+        if hdr.type == PacketType.STOP:
+            out.stopped = True
+            self._account(out, hdr.offset, payload)
+        elif hdr.type == PacketType.BITMAP and payload and hdr.seq >= out.probe_id:
+            if not out.fed_back:
+                out.fed_back = True
+                bits = np.unpackbits(np.frombuffer(payload, dtype=np.uint8), bitorder="little")
+                self.pacer.on_feedback(float(np.count_nonzero(bits[: out.spec.pkt_count] == 0)) / out.spec.pkt_count)
+            out.pending.append((hdr.offset, payload))
+
+    def _account(self, out: _Out, offset: int, payload: bytes) -> None:
+        n = out.spec.pkt_count
+        lost = np.zeros(n, dtype=bool)
+        if payload:
+            bits = np.unpackbits(np.frombuffer(payload, dtype=np.uint8), bitorder="little")
+            span = bits[: max(0, min(bits.size, n - offset))]
+            lost[offset : offset + span.size] = span == 0
+        if offset == 0:  # count the message once, on its first chunk
+            if not out.fed_back:
+                out.fed_back = True
+                self.pacer.on_feedback(0.0)
+            for c in np.unique(out.drop_classes):
+                sel = out.drop_classes == c
+                entry = self.send_stats.lost_by_drop_class.setdefault(int(c), [0, 0])
+                entry[0] += int(np.count_nonzero(lost & sel))
+                entry[1] += int(np.count_nonzero(sel))
+        elif payload:
+            for c in np.unique(out.drop_classes[lost]):
+                self.send_stats.lost_by_drop_class.setdefault(int(c), [0, 0])[0] += int(
+                    np.count_nonzero(lost & (out.drop_classes == c))
+                )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A UDP port that is free now (tests and single-host runs)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])

@@ -1,0 +1,37 @@
+"""An in-process group of endpoints on loopback, one thread per rank (tests, examples, demos)."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from dlcp.host.endpoint import Endpoint, free_port
+
+
+def local_endpoints(world: int, job_id: int = 1, token: int | None = None, **kwargs: Any) -> list[Endpoint]:
+    """``world`` endpoints of one job on 127.0.0.1, knowing each other's addresses."""
+    token = secrets.randbits(32) if token is None else token
+    addresses = {r: ("127.0.0.1", free_port()) for r in range(world)}
+    return [Endpoint(rank=r, job_id=job_id, token=token, addresses=addresses, **kwargs) for r in range(world)]
+
+
+def run_ranks(fn: Callable[[int], Any], world: int, timeout_s: float = 60.0) -> list[Any]:
+    """Run ``fn(rank)`` in one thread per rank; returns each result, or the exception it raised."""
+    results: list[Any] = [None] * world
+
+    def target(rank: int) -> None:
+        try:
+            results[rank] = fn(rank)
+        except BaseException as exc:  # returned to the caller
+            results[rank] = exc
+
+    threads = [threading.Thread(target=target, args=(r,), daemon=True) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s)
+        if t.is_alive():
+            raise TimeoutError(f"a rank did not finish within {timeout_s} s")
+    return results

@@ -1,0 +1,68 @@
+"""Sender pacing with loss-based AIMD rate control.
+
+DLCP tolerates loss up to a message's bound, so loss alone is not a congestion
+signal: a sender backs off only when the loss a receiver reports for a
+message's first pass exceeds ``decrease_above`` (by default twice the largest
+loss bound, at least 2%). Then the rate halves (multiplicative decrease, down
+to ``min_rate``); every message delivered with less loss adds ``increase``
+bytes/s (additive increase, up to ``max_rate``). This keeps a sender from
+pushing an overloaded network into congestion collapse while letting the
+tolerated loss pass without slowing down. A token bucket of ``burst`` bytes
+spaces the sends.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PacingConfig:
+    max_rate: float = 12.5e9
+    """Bytes per second (100 Gbit/s: effectively unpaced on loopback)."""
+    min_rate: float = 12.5e6
+    increase: float = 125e6
+    """Bytes per second added per message delivered without congestion."""
+    decrease_above: float = 0.02
+    """First-pass loss fraction above which the sender halves its rate."""
+    burst: int = 1 << 20
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_rate <= self.max_rate:
+            raise ValueError("pacing needs 0 < min_rate <= max_rate")
+        if not 0 < self.decrease_above < 1:
+            raise ValueError("decrease_above must be in (0, 1)")
+
+
+class AimdPacer:
+    __slots__ = ("cfg", "rate", "_tokens", "_last", "decreases")
+
+    def __init__(self, cfg: PacingConfig) -> None:
+        self.cfg = cfg
+        self.rate = cfg.max_rate
+        self._tokens = float(cfg.burst)
+        self._last = time.perf_counter()
+        self.decreases = 0
+
+    def wait(self, nbytes: int) -> None:
+        """Block until ``nbytes`` may be sent at the current rate."""
+        now = time.perf_counter()
+        self._tokens = min(self.cfg.burst, self._tokens + (now - self._last) * self.rate)
+        self._last = now
+        self._tokens -= nbytes
+        if self._tokens < 0:
+            delay = -self._tokens / self.rate
+            if delay > 2e-4:
+                time.sleep(delay)
+            else:
+                end = now + delay
+                while time.perf_counter() < end:
+                    pass
+
+    def on_feedback(self, first_pass_loss: float) -> None:
+        if first_pass_loss > self.cfg.decrease_above:
+            self.rate = max(self.cfg.min_rate, self.rate / 2)
+            self.decreases += 1
+        else:
+            self.rate = min(self.cfg.max_rate, self.rate + self.cfg.increase)
