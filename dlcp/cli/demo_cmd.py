@@ -1,10 +1,14 @@
 """``dlcp demo``: the most complete end-to-end path available.
 
-The core path: a synthetic model's gradients are classified by the policy, cut
-into packets, pushed over an in-memory congested link that sheds packets
-(selectively by drop class, or uniformly), assembled with bounded loss, and
-retransmitted where the loss exceeds the bound. It prints how much gradient
-mass each strategy lost.
+By default it trains one job three ways on loopback (gloo; DLCP without loss;
+DLCP under injected loss), prints a side-by-side table, and saves a plot of the
+iteration times and the raw JSON (``--out``).
+
+``dlcp demo --core`` runs the in-process core path instead: a synthetic model's
+gradients are classified by the policy, cut into packets, pushed over an
+in-memory congested link that sheds packets (selectively by drop class, or
+uniformly), assembled with bounded loss, and retransmitted where the loss
+exceeds the bound. It prints how much gradient mass each strategy lost.
 """
 
 from __future__ import annotations
@@ -33,7 +37,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="run the end-to-end demo",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--layers", type=int, default=8, help="layers of the synthetic model")
+    p.add_argument("--core", action="store_true", help="run the in-process core demo (no training)")
+    p.add_argument("--workers", type=int, default=2, help="training: worker processes")
+    p.add_argument("--model", choices=("mlp", "mlp-large"), default="mlp-large", help="training: model")
+    p.add_argument("--epochs", type=int, default=1, help="training: epochs")
+    p.add_argument("--samples", type=int, default=4096, help="training: training samples")
+    p.add_argument("--inject-loss", type=float, default=0.01, help="training: injected loss of the lossy run")
+    p.add_argument("--out", default="out/demo", help="training: folder for demo.json and iteration_times.png")
+    p.add_argument("--layers", type=int, default=8, help="core: layers of the synthetic model")
     p.add_argument("--elems", type=int, default=400_000, help="gradient elements per layer")
     p.add_argument(
         "--congestion-loss",
@@ -89,6 +100,10 @@ def _one_strategy(grads: list[np.ndarray], policy: Policy, loss: float, selectiv
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.core:
+        from dlcp.cli.train_demo import run_training_demo
+
+        return run_training_demo(args)
     if not all(0 <= q < 1 for q in args.congestion_loss):
         raise ValueError("--congestion-loss values must be in [0, 1)")
     rng = np.random.default_rng(args.seed)

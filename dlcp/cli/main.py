@@ -11,7 +11,12 @@ from collections.abc import Sequence
 from dlcp import __version__
 
 # Area modules, each with ``register(subparsers)``; later areas append here.
-AREAS: tuple[str, ...] = ("dlcp.cli.protocol_cmd", "dlcp.cli.bench_cmd", "dlcp.cli.demo_cmd")
+AREAS: tuple[str, ...] = (
+    "dlcp.cli.protocol_cmd",
+    "dlcp.cli.bench_cmd",
+    "dlcp.cli.train_cmd",
+    "dlcp.cli.demo_cmd",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,118 @@
+"""The PyTorch DDP hook: layer mapping, replica consistency, loss accounting, accuracy parity."""
+
+import numpy as np
+import pytest
+import torch
+
+from dlcp.config import TransportConfig
+from dlcp.host.collectives import Collectives
+from dlcp.host.local import local_endpoints, run_ranks
+from dlcp.host.session import Session
+from dlcp.host.shim.torch import DLCPState
+from dlcp.host.train import TrainConfig, run
+
+
+class Backwards(torch.nn.Module):
+    """Registers its layers in the reverse of the order forward uses them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last = torch.nn.Linear(8, 2)
+        self.middle = torch.nn.Linear(8, 8)
+        self.first = torch.nn.Linear(4, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.last(self.middle(self.first(x)))
+
+
+def local_sessions(world):
+    eps = local_endpoints(world, transport=TransportConfig(port=0, payload_bytes=1024))
+    return [Session(None, ep, Collectives(ep, world)) for ep in eps]  # type: ignore[arg-type]
+
+
+def test_layer_order_comes_from_the_forward_pass() -> None:
+    sessions = local_sessions(1)
+    try:
+        model = Backwards()
+        state = DLCPState(sessions[0], model=model)
+        model(torch.zeros(1, 4))
+        assert state.num_layers == 6
+        assert state.layer_of([model.first.weight]) == 0 and state.layer_of([model.first.bias]) == 1
+        assert state.layer_of([model.last.weight, model.middle.bias]) == 3
+        assert state.layer_of([model.last.bias]) == 5
+        state.close()
+    finally:
+        sessions[0].close()
+
+
+def test_state_validates_arguments() -> None:
+    sessions = local_sessions(1)
+    try:
+        with pytest.raises(ValueError, match="mode"):
+            DLCPState(sessions[0], mode="mesh")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="resync_every"):
+            DLCPState(sessions[0], resync_every=-1)
+        with pytest.raises(TypeError, match="Session"):
+            DLCPState(object())  # type: ignore[arg-type]
+    finally:
+        sessions[0].close()
+
+
+def test_allreduce_averages_and_copies_back() -> None:
+    world = 2
+    sessions = local_sessions(world)
+    states = [DLCPState(s) for s in sessions]
+    try:
+        out = run_ranks(lambda r: states[r].submit(torch.full((5000,), float(r + 1)), 0, "t").wait(), world)
+        for t in out:
+            assert torch.allclose(t, torch.full((5000,), 1.5))
+    finally:
+        for st, s in zip(states, sessions, strict=True):
+            st.close()
+            s.close()
+
+
+SMALL = {"epochs": 1, "train_samples": 2048, "test_samples": 1024, "batch_size": 32, "payload_bytes": 512}
+
+
+@pytest.mark.slow
+def test_ddp_ring_matches_gloo_and_keeps_replicas_identical() -> None:
+    gloo = run(TrainConfig(backend="gloo", **SMALL))
+    dlcp = run(TrainConfig(backend="dlcp", mode="ring", **SMALL))
+    assert dlcp["replicas_identical"] and gloo["replicas_identical"]
+    assert abs(dlcp["test_accuracy"] - gloo["test_accuracy"]) <= 0.005
+    assert dlcp["loss_fraction"] == 0.0
+
+
+@pytest.mark.slow
+def test_ddp_under_bounded_loss_keeps_accuracy() -> None:
+    lossless = run(TrainConfig(backend="dlcp", mode="ring", **SMALL))
+    lossy = run(TrainConfig(backend="dlcp", mode="ring", loss_bound=0.01, inject_loss=0.01, **SMALL))
+    assert 0.0 < lossy["loss_fraction"] <= 0.01, "loss was accepted, within the bound"
+    assert lossy["loss_fraction_by_kind"]["all_gather"] == 0.0
+    assert lossy["replicas_identical"]
+    assert abs(lossy["test_accuracy"] - lossless["test_accuracy"]) <= 0.005
+    assert set(lossy["sender_loss_by_drop_class"]) >= {"0", "1"}
+
+
+@pytest.mark.slow
+def test_ddp_ps_lossy_pull_drift_is_bounded_and_resynced() -> None:
+    r = run(TrainConfig(backend="dlcp", mode="ps", inject_loss=0.01, pull_bound=0.02, **SMALL))
+    assert r["replicas_identical"], "the final re-sync makes every replica identical"
+    assert np.isfinite(r["max_replica_divergence_before_resync"])
+    assert r["max_replica_divergence_before_resync"] < 0.5
+    assert r["test_accuracy"] > 0.6
+
+
+@pytest.mark.slow
+def test_train_cli_json() -> None:
+    import json
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "dlcp.cli.main", "train", "--workers", "2", "--epochs", "1", "--json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    for key in ("test_accuracy", "iter_p50_s", "iter_p99_s", "loss_fraction", "bytes_sent"):
+        assert key in r, key
+    assert 0.5 < r["test_accuracy"] <= 1.0 and r["iter_p99_s"] >= r["iter_p50_s"] > 0
