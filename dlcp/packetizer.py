@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dlcp.message import MessageSpec
-from dlcp.protocol import HEADER_SIZE, Flag, PacketType
+from dlcp.protocol import HEADER_FIELDS, HEADER_SIZE, Flag, PacketType
 from dlcp.wire import headers_to_bytes, pack_headers
 
 
@@ -144,3 +144,48 @@ def build_headers(
     )
     hdrs["flags"] = flags
     return seq, headers_to_bytes(hdrs)
+
+
+class HeaderTemplate:
+    """Headers of one message's packets from a template row: a batch writes only the per-packet fields.
+
+    Bytes ``[0, INVARIANT_BYTES)`` are fixed per message except the length of the
+    short last packet; flags, priority, drop class, seq and offset vary.
+    """
+
+    __slots__ = ("_last_len", "_pb", "_row", "spec")
+
+    def __init__(self, spec: MessageSpec, token: int) -> None:
+        self.spec = spec
+        self._row = build_headers(spec, np.zeros(1, dtype=np.int64), token=token, priority=0, last=False)[1][0].copy()
+        self._pb = spec.packet_bytes
+        self._last_len = np.array([spec.last_packet_bytes], dtype=">u2").view(np.uint8)
+
+    def build(
+        self, seqs: np.ndarray, *, priority: int, drop_class: int, retransmit: bool = False, last: bool = False
+    ) -> np.ndarray:
+        """``(len(seqs), HEADER_SIZE)`` headers; ``seqs`` must be sorted (the short last packet last)."""
+        k = seqs.size
+        rows = np.empty((k, HEADER_SIZE), dtype=np.uint8)
+        rows[:] = self._row
+        words = rows.view(">u4")
+        words[:, _SEQ_WORD] = seqs
+        words[:, _OFF_WORD] = seqs * self.spec.elems_per_packet
+        rows[:, _FLAGS_AT] = int(Flag.RETX) if retransmit else 0
+        rows[:, _PRIO_AT] = priority
+        rows[:, _DROP_AT] = drop_class
+        if k:
+            if last:
+                rows[-1, _FLAGS_AT] |= int(Flag.LAST)
+            if seqs[-1] == self.spec.pkt_count - 1:
+                rows[-1, _LEN_AT : _LEN_AT + 2] = self._last_len
+        return rows
+
+
+_FIELDS = {f.name: f for f in HEADER_FIELDS}
+_SEQ_WORD = _FIELDS["seq"].offset // 4
+_OFF_WORD = _FIELDS["offset"].offset // 4
+_FLAGS_AT = _FIELDS["flags"].offset
+_PRIO_AT = _FIELDS["priority"].offset
+_DROP_AT = _FIELDS["drop_class"].offset
+_LEN_AT = _FIELDS["length"].offset

@@ -33,10 +33,10 @@ from dlcp.config import TransportConfig
 from dlcp.host.errors import PeerTimeoutError, TransportError
 from dlcp.host.loss import LossInjector, LossSpec
 from dlcp.host.pacing import AimdPacer, PacingConfig
-from dlcp.host.udp import MAX_GSO_BYTES, MAX_GSO_SEGMENTS, RecvRing, open_socket, send_gather
+from dlcp.host.udp import MAX_GSO_BYTES, MAX_GSO_SEGMENTS, MmsgSender, RecvRing, open_socket
 from dlcp.limits import Limits
 from dlcp.message import Message, MessageKey, MessageSpec
-from dlcp.packetizer import build_headers
+from dlcp.packetizer import HeaderTemplate
 from dlcp.protocol import HEADER_SIZE, NUM_DROP_CLASSES, Flag, PacketType, tos_for
 from dlcp.wire import Header
 
@@ -69,10 +69,24 @@ class SendStats:
 class _Out:
     """State of one message being sent."""
 
-    __slots__ = ("spec", "values", "dst", "drop_classes", "stopped", "pending", "probe_id", "last_reply", "fed_back")
+    __slots__ = (
+        "drop_classes",
+        "dst",
+        "fed_back",
+        "last_reply",
+        "pending",
+        "probe_id",
+        "spec",
+        "stopped",
+        "template",
+        "values",
+    )
 
-    def __init__(self, spec: MessageSpec, values: np.ndarray, dst: int, drop_classes: np.ndarray, now: float) -> None:
+    def __init__(
+        self, spec: MessageSpec, values: np.ndarray, dst: int, drop_classes: np.ndarray, now: float, token: int
+    ) -> None:
         self.spec = spec
+        self.template = HeaderTemplate(spec, token)
         self.values = values
         self.dst = dst
         self.drop_classes = drop_classes
@@ -144,7 +158,8 @@ class Endpoint:
         ]
         self._spray_next = itertools.cycle(range(len(self._spray)))
         self._ring = RecvRing(self.sock, self.seg_size)
-        self._per_build = min(MAX_GSO_BYTES // self.seg_size, MAX_GSO_SEGMENTS) * 16  # about 1 MB per build
+        self._per_build = min(MAX_GSO_BYTES // self.seg_size, MAX_GSO_SEGMENTS) * 64  # about 4 MB per batch
+        self._sender = MmsgSender(self.seg_size, self._per_build)
         self._stop = threading.Event()
         self._rx_error: BaseException | None = None
         self._thread = threading.Thread(target=self._rx_loop, name=f"dlcp-rx-{rank}", daemon=True)
@@ -212,7 +227,7 @@ class Endpoint:
         if classes.shape != (n,) or (classes.size and classes.max() >= NUM_DROP_CLASSES):
             raise ValueError(f"drop_classes must be {n} values in 0..{NUM_DROP_CLASSES - 1}")
         flat = np.ascontiguousarray(values).reshape(-1)
-        out = _Out(spec, flat, dst, classes, time.monotonic())
+        out = _Out(spec, flat, dst, classes, time.monotonic(), self.token)
         with self._lock:
             if spec.key in self._out:
                 raise ValueError(f"message {spec.key} is already being sent")
@@ -234,11 +249,14 @@ class Endpoint:
             for start in range(0, seqs.size, per_call):
                 chunk = seqs[start : start + per_call]
                 final = gi == len(groups) - 1 and start + per_call >= seqs.size
-                self._transmit(spec, out.values, out.dst, chunk, priority, cls, retransmit=False, last=final)
+                self._transmit(
+                    spec, out.template, out.values, out.dst, chunk, priority, cls, retransmit=False, last=final
+                )
 
     def _transmit(
         self,
         spec: MessageSpec,
+        template: HeaderTemplate,
         values: np.ndarray,
         dst: int,
         seqs: np.ndarray,
@@ -248,18 +266,15 @@ class Endpoint:
         retransmit: bool,
         last: bool,
     ) -> None:
-        seqs, headers = build_headers(
-            spec, seqs, token=self.token, priority=priority, drop_classes=drop_class, retransmit=retransmit, last=last
-        )
+        headers = template.build(seqs, priority=priority, drop_class=drop_class, retransmit=retransmit, last=last)
         pb = spec.packet_bytes
         lengths = np.where(seqs == spec.pkt_count - 1, spec.last_packet_bytes, pb)
-        if seqs.size > 1 and lengths[:-1].min() != pb:
-            raise TransportError("only the last packet of a batch may be short")  # build_headers sorts seqs
         self.pacer.wait(int(lengths.sum()) + HEADER_SIZE * seqs.size)
         sock = self._spray[next(self._spray_next)]
-        payload = memoryview(values.reshape(-1).view(np.uint8).data)
-        send_gather(sock, headers, payload, seqs * pb, lengths, self.seg_size, self.addresses[dst],
-                    tos_for(priority, drop_class))  # fmt: skip
+        self._sender.send(
+            sock.fileno(), headers, values.ctypes.data, seqs * pb, lengths, self.addresses[dst],
+            tos_for(priority, drop_class),
+        )  # fmt: skip
 
     def _finish(self, out: _Out) -> None:
         """Wait for STOP; retransmit on BITMAP; probe on silence."""
@@ -271,7 +286,7 @@ class Endpoint:
                 self._check_rx()
                 if out.pending:
                     pending, out.pending = out.pending, []
-                    missing = self._missing_from(spec, pending)
+                    missing = self._choose_retransmit(out, self._missing_from(spec, pending))
                     self._cond.release()
                     try:
                         if missing.size:
@@ -305,12 +320,33 @@ class Endpoint:
             missing.append(offset + np.flatnonzero(bits == 0))
         return np.unique(np.concatenate(missing)) if missing else np.zeros(0, dtype=np.int64)
 
+    def _choose_retransmit(self, out: _Out, missing: np.ndarray) -> np.ndarray:
+        """The missing packets to send again: only the excess over the loss bound.
+
+        The receiver completes as soon as the gap is within the bound, so
+        retransmitting more is wasted. The excess, plus a margin for loss of the
+        retransmissions themselves, goes out in order of importance: protected
+        packets (drop class 0) first, then the other classes by increasing
+        eligibility. With a bound of 0 (all-gather, broadcast) everything missing
+        goes.
+        """
+        spec = out.spec
+        allowed = spec.max_missing_elems // spec.elems_per_packet  # packets the bound may leave out
+        need = missing.size - allowed
+        if allowed == 0 or need >= missing.size:
+            return missing
+        need = min(missing.size, need + max(2, need // 4))
+        order = np.argsort(out.drop_classes[missing], kind="stable")
+        return np.sort(missing[order[:need]])
+
     def _retransmit(self, out: _Out, missing: np.ndarray) -> None:
         self.send_stats.retransmitted += int(missing.size)
         per_call = self._per_build
         for start in range(0, missing.size, per_call):
             chunk = missing[start : start + per_call]
-            self._transmit(out.spec, out.values, out.dst, chunk, self.control_class, 0, retransmit=True, last=False)
+            self._transmit(
+                out.spec, out.template, out.values, out.dst, chunk, self.control_class, 0, retransmit=True, last=False
+            )
 
     def _probe(self, out: _Out) -> None:
         out.probe_id += 1
