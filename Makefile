@@ -35,8 +35,47 @@ typecheck: venv
 pytest: venv
 	$(VENV)/bin/pytest -q
 
-test: lint typecheck pytest
+test: lint typecheck pytest test-mxnet
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache
 
+
+# MXNet 1.9.1 imports only with numpy<1.24, so its shim is tested in its own venv,
+# .venv-mxnet (the `mxnet` extra plus pytest), refreshed like .venv.
+MX_VENV  := .venv-mxnet
+MX_PY    := $(MX_VENV)/bin/python
+MX_STAMP := $(MX_VENV)/.deps-$(shell sha1sum pyproject.toml 2>/dev/null | cut -c1-12)
+# libmxnet.so links the system's libgomp and libquadmath (it bundles only openblas and
+# gfortran): installed here when missing, and only as root.
+MX_DEBS  := libgomp1 libquadmath0
+
+.PHONY: mxnet-debs venv-mxnet test-mxnet
+
+mxnet-debs:
+	@missing=$$(for p in $(MX_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing $$missing (needed by libmxnet.so)"; \
+	  apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(MX_STAMP): pyproject.toml
+	test -x $(MX_PY) || $(PYTHON) -m venv $(MX_VENV)
+	$(MX_PY) -m pip install -q --upgrade pip setuptools wheel
+	$(MX_PY) -m pip install -q -e '.[mxnet]' 'pytest>=8' --config-settings editable_mode=strict \
+	  > $(MX_VENV)/install.log 2>&1 || { cat $(MX_VENV)/install.log; exit 1; }
+	rm -f $(MX_VENV)/.deps-*
+	touch $@
+
+# The same link tree as .venv's (build/__editable__*), refreshed for new modules.
+venv-mxnet: mxnet-debs $(MX_STAMP)
+	@$(MX_PY) -m pip install -q --no-deps --no-build-isolation -e . --config-settings editable_mode=strict \
+	  > $(MX_VENV)/editable.log 2>&1 || { cat $(MX_VENV)/editable.log; exit 1; }
+
+# Skips (and says why) only when mxnet itself cannot be imported on this machine.
+test-mxnet: venv-mxnet
+	@if $(MX_PY) -c 'import mxnet' > $(MX_VENV)/import.log 2>&1; then \
+	  $(MX_VENV)/bin/pytest -q -m mxnet tests/mxnet_shim; \
+	else \
+	  echo "SKIPPED test-mxnet: mxnet does not import in $(MX_VENV):"; tail -n 3 $(MX_VENV)/import.log; \
+	fi

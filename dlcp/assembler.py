@@ -147,16 +147,19 @@ class Assembler:
         self._messages[spec.key] = msg
         job.bytes_in_use += spec.nbytes
         stashed = job.stash.pop(spec.key, None)
-        if spec.key in job.stash_done:
-            job.stash_done.discard(spec.key)
-            msg.sender_done = True
         if stashed:
+            # Replay everything before honouring a stashed PROBE: "the sender is done"
+            # must not complete the message while some of its packets are still here.
             job.stash_bytes -= sum(len(blob) for blob, _ in stashed)
             result = IngestResult()
             for blob, seg in stashed:
                 self._ingest_into(result, blob, len(blob), seg, now)
             if msg.done:
+                job.stash_done.discard(spec.key)
                 return msg
+        if spec.key in job.stash_done:
+            job.stash_done.discard(spec.key)
+            msg.sender_done = True
         if msg.ready:
             self._finish(msg)
         return msg

@@ -285,3 +285,16 @@ def test_accumulate_adds_each_packet_once(assembler: Assembler) -> None:
     keep[lost] = False
     np.testing.assert_allclose(out[keep], base[keep] + values[keep], rtol=1e-6)
     assert assembler.counters[DropReason.DUPLICATE] == 10
+
+
+def test_stashed_probe_does_not_complete_before_replay(assembler: Assembler) -> None:
+    """A probe that arrived while all packets sat in the stash must not cut the replay short."""
+    spec, values = make_message(6400, 64, bound=0.05)  # 100 packets; the bound allows 5 missing
+    pkts = packets(spec, values, last=False).packets()
+    feed(assembler, pkts)  # every packet arrives before the receiver expects the message
+    assert assembler.on_probe(spec.key) is None  # the probe is remembered for the stash
+    out = np.zeros_like(values)
+    msg = assembler.expect(spec, out)
+    assert msg.done and msg.lost_elems == 0
+    np.testing.assert_array_equal(out, values)
+    assert assembler.counters[DropReason.LATE] == 0

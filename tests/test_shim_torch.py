@@ -105,13 +105,14 @@ def test_ddp_ps_lossy_pull_drift_is_bounded_and_resynced() -> None:
 
 
 @pytest.mark.slow
-def test_train_cli_json() -> None:
+def test_train_cli_json(tmp_path) -> None:
     import json
     import subprocess
     import sys
 
+    # Run outside the checkout, where ./dlcp would shadow the installed dlcp.* mapping.
     cmd = [sys.executable, "-m", "dlcp.cli.main", "train", "--workers", "2", "--epochs", "1", "--json"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True, cwd=tmp_path)
     r = json.loads(out.stdout.strip().splitlines()[-1])
     for key in ("test_accuracy", "iter_p50_s", "iter_p99_s", "loss_fraction", "bytes_sent"):
         assert key in r, key
