@@ -66,3 +66,14 @@ def test_classify_large_tensor_is_vectorised() -> None:
     assert drops.size == -(-values.size // 2048)
     assert 0.45 < drops.mean() < 0.55  # half the packets fall under the median cut
     assert prio == 4
+
+
+def test_sampled_statistic_ranks_like_the_full_one() -> None:
+    rng = np.random.default_rng(1)
+    epp, npk = 2048, 400
+    scale = np.repeat(rng.lognormal(0, 1.5, npk), epp)  # magnitudes differ between packets
+    g = (rng.standard_normal(npk * epp) * scale).astype(np.float32)
+    sampled = Policy(sample_elems=256).drop_classes(g, epp, MessageKind.PUSH)
+    exact = Policy(sample_elems=0).drop_classes(g, epp, MessageKind.PUSH)
+    assert np.mean(sampled == exact) > 0.95
+    assert Policy(sample_elems=256).packet_statistic(g, epp).shape == (npk,)
