@@ -79,6 +79,8 @@ class IngestResult:
     """Valid PROBE/BITMAP/STOP packets of known jobs, for the transport."""
     accepted: int = 0
     dropped: int = 0
+    sources: set[int] = field(default_factory=set)
+    """Sender ranks of accepted data packets (liveness evidence for the transport)."""
 
 
 class _Job:
@@ -338,6 +340,7 @@ class Assembler:
             msg.sender_done = True
         self.counters.counts[DropReason.OK] += nseg
         result.accepted += nseg
+        result.sources.add(src)
         if msg.ready:
             self._finish(msg)
             result.completed.append(msg)
@@ -385,6 +388,7 @@ class Assembler:
             uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
             groups = [(MessageKey(*(int(v) for v in uniq[g])), idx[inverse.reshape(-1) == g]) for g in range(len(uniq))]
         for key, gidx in groups:
+            result.sources.add(key.src)
             msg = self._messages.get(key)
             if msg is None:
                 self._no_message(key, buf, hdrs, gidx, codes, seg_size)

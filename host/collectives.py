@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -121,9 +122,22 @@ class Collectives:
 
     # -- ring all-reduce ------------------------------------------------------
     def allreduce_ring(
-        self, x: np.ndarray, *, layer: int = 0, num_layers: int = 1, priority: int | None = None, average: bool = False
+        self,
+        x: np.ndarray,
+        *,
+        layer: int = 0,
+        num_layers: int = 1,
+        priority: int | None = None,
+        average: bool = False,
+        segment_bytes: int = 64 << 20,
     ) -> np.ndarray:
-        """In-place sum (or mean) of ``x`` over the workers: reduce-scatter, then all-gather."""
+        """In-place sum (or mean) of ``x`` over the workers: reduce-scatter, then all-gather.
+
+        The tensor is cut into segments of about ``segment_bytes``, each reduced by
+        its own ring, pipelined: a segment's all-gather starts as soon as its
+        reduce-scatter is done, while later segments are still being reduced, and
+        sends do not wait for the receiver's STOP before the next one starts.
+        """
         flat = _flat_view(x)
         n_ranks = len(self.workers)
         self.round += 1
@@ -131,41 +145,68 @@ class Collectives:
         if n_ranks > 1:
             idx = self.workers.index(self.rank)
             nxt, prv = self.workers[(idx + 1) % n_ranks], self.workers[(idx - 1) % n_ranks]
-            bounds = split_bounds(flat.size, n_ranks)
             prio = self._priority(layer, num_layers, priority)
-            # Post every reduce-scatter receive first, each adding straight into its chunk of
-            # x (reduce-on-receive), so packets of later steps never wait in the stash. A
-            # chunk is received into in exactly one step, and sent only after that step.
-            recvs = []
-            for step in range(n_ranks - 1):
-                recv_c = (idx - step - 1) % n_ranks
-                rs, re = bounds[recv_c], bounds[recv_c + 1]
-                spec = self._spec(prv, step, MessageKind.REDUCE_SCATTER, re - rs, flat.dtype, layer)
-                recvs.append(self.ep.post_recv(spec, flat[rs:re], accumulate=True))
-            for step in range(n_ranks - 1):
-                send_c = (idx - step) % n_ranks
-                chunk = flat[bounds[send_c] : bounds[send_c + 1]]
-                out_spec = self._spec(self.rank, step, MessageKind.REDUCE_SCATTER, chunk.size, flat.dtype, layer)
-                self._send(out_spec, chunk, nxt, prio)
-                self._wait(recvs[step])
-            for step in range(n_ranks - 1):
-                send_c, recv_c = (idx + 1 - step) % n_ranks, (idx - step) % n_ranks
-                rs, re = bounds[recv_c], bounds[recv_c + 1]
-                msg_id = n_ranks + step
-                h = self.ep.post_recv(
-                    self._spec(prv, msg_id, MessageKind.ALL_GATHER, re - rs, flat.dtype, layer), flat[rs:re]
-                )
-                chunk = flat[bounds[send_c] : bounds[send_c + 1]]
-                self._send(
-                    self._spec(self.rank, msg_id, MessageKind.ALL_GATHER, chunk.size, flat.dtype, layer),
-                    chunk,
-                    nxt,
-                    prio,
-                )
-                self._wait(h)
+            n_seg = max(1, min(64, flat.nbytes // max(1, segment_bytes)))
+            seg_bounds = split_bounds(flat.size, n_seg)
+            chunks = [
+                seg_bounds[g] + split_bounds(int(seg_bounds[g + 1] - seg_bounds[g]), n_ranks) for g in range(n_seg)
+            ]
+            steps = n_ranks - 1
+
+            def part(g: int, c: int) -> np.ndarray:
+                b = chunks[g]
+                return flat[b[c % n_ranks] : b[c % n_ranks + 1]]
+
+            def msg_id(phase: int, g: int, step: int) -> int:
+                return (phase * steps + step) * n_seg + g
+
+            def spec(src: int, phase: int, g: int, step: int, n: int) -> MessageSpec:
+                kind = MessageKind.REDUCE_SCATTER if phase == 0 else MessageKind.ALL_GATHER
+                return self._spec(src, msg_id(phase, g, step), kind, n, flat.dtype, layer)
+
+            # Every reduce-scatter receive is posted first and adds straight into its
+            # chunk (reduce-on-receive). A chunk is received into in one step only.
+            rs_in = [
+                [
+                    self.ep.post_recv(
+                        spec(prv, 0, g, s, part(g, idx - s - 1).size), part(g, idx - s - 1), accumulate=True
+                    )
+                    for s in range(steps)
+                ]
+                for g in range(n_seg)
+            ]
+            # All-gather receives store straight into place and are posted up front too.
+            # Safe: all-gather data for chunk c reaches this rank only after the next
+            # rank has completed this rank's reduce-scatter message that read chunk c
+            # (ring order), so that message is never retransmitted again; and every
+            # reduce-scatter write into c happened before (docs/transport.md §4).
+            ag_in = [
+                [self.ep.post_recv(spec(prv, 1, g, s, part(g, idx - s).size), part(g, idx - s)) for s in range(steps)]
+                for g in range(n_seg)
+            ]
+            started: list[Any] = []
+            for s in range(steps):
+                for g in range(n_seg):
+                    if s > 0:
+                        self._wait(rs_in[g][s - 1])
+                    chunk = part(g, idx - s)
+                    started.append(self._send_start(spec(self.rank, 0, g, s, chunk.size), chunk, nxt, prio))
+            for s in range(steps):
+                for g in range(n_seg):
+                    self._wait(rs_in[g][steps - 1] if s == 0 else ag_in[g][s - 1])
+                    chunk = part(g, idx + 1 - s)
+                    started.append(self._send_start(spec(self.rank, 1, g, s, chunk.size), chunk, nxt, prio))
+            for g in range(n_seg):
+                self._wait(ag_in[g][steps - 1])
+            for o in started:
+                self.ep.send_wait(o)
         if average:
             flat /= n_ranks
         return x
+
+    def _send_start(self, spec: MessageSpec, values: np.ndarray, dst: int, priority: int) -> Any:
+        drops = self.policy.drop_classes(values, spec.elems_per_packet, spec.kind) if values.size else None
+        return self.ep.send_start(spec, values, dst, priority, drops)
 
     # -- parameter server -------------------------------------------------------
     def allreduce_ps(

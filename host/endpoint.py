@@ -75,7 +75,9 @@ class _Out:
         "fed_back",
         "last_reply",
         "pending",
+        "deadline",
         "probe_id",
+        "rto",
         "spec",
         "stopped",
         "template",
@@ -95,6 +97,8 @@ class _Out:
         self.probe_id = 0
         self.last_reply = now
         self.fed_back = False
+        self.rto = 0.0
+        self.deadline = 0.0
 
 
 class RecvHandle:
@@ -150,6 +154,9 @@ class Endpoint:
         self._handles: dict[MessageKey, RecvHandle] = {}
         self._out: dict[MessageKey, _Out] = {}
         self._nacked: dict[MessageKey, float] = {}
+        # When each rank was last heard from (any packet): on a timeout, the peer silent
+        # longest among those we wait on is named, not a live peer blocked behind it.
+        self._heard: dict[int, float] = {r: time.monotonic() for r in addresses}
         host, port = self.addresses[rank]
         self.sock = sock if sock is not None else open_socket(host, port)
         self.addresses[rank] = self.sock.getsockname()
@@ -191,23 +198,35 @@ class Endpoint:
         with self._lock:
             msg = self.asm.expect(spec, buffer, now, accumulate)
             handle = RecvHandle(msg, spec.key.src)
-            if not msg.done:
+            if msg.done:  # completed from early packets: tell the sender now, not at its next probe
+                self._send_bitmap(msg, PacketType.STOP, probe_id=0)
+            else:
                 self._handles[spec.key] = handle
                 if msg.sender_done and msg.needs_retransmit:
                     self._send_bitmap(msg, PacketType.BITMAP, probe_id=0)
         return handle
 
     def wait(self, handle: RecvHandle) -> Message:
-        """Block until the message completes; raises PeerTimeoutError if its sender goes silent."""
+        """Block until the message completes; raises PeerTimeoutError if its sender goes silent.
+
+        While waiting it also serves the retransmissions and probes of started sends,
+        so a rank waiting on one peer never holds up another.
+        """
         timeout = self.cfg.peer_timeout_s
-        while not handle.event.wait(0.05):
-            self._check_rx()
-            idle = time.monotonic() - handle.msg.last_progress
-            if idle > timeout:
-                with self._lock:
+        with self._cond:
+            while not handle.event.is_set():
+                self._serve_sends()
+                if handle.event.is_set():
+                    break
+                idle = time.monotonic() - handle.msg.last_progress
+                if idle > timeout:
                     self.asm.cancel(handle.msg.key)
                     self._handles.pop(handle.msg.key, None)
-                raise PeerTimeoutError(handle.src, self.addresses[handle.src], idle, f"receiving {handle.msg.key}")
+                    raise self._timeout_error(handle.src, f"receiving {handle.msg.key}")
+                next_deadline = min(
+                    (o.deadline for o in self._out.values() if not o.stopped), default=time.monotonic() + 0.05
+                )
+                self._cond.wait(max(0.0, min(0.05, next_deadline - time.monotonic())))
         return handle.msg
 
     # -- send -------------------------------------------------------------
@@ -220,6 +239,22 @@ class Endpoint:
         drop_classes: np.ndarray | None = None,
     ) -> None:
         """Send a message and return once the receiver has it within its bound."""
+        self.send_wait(self.send_start(spec, values, dst, priority, drop_classes))
+
+    def send_start(
+        self,
+        spec: MessageSpec,
+        values: np.ndarray,
+        dst: int,
+        priority: int,
+        drop_classes: np.ndarray | None = None,
+    ) -> _Out:
+        """Transmit a message's first pass and return without waiting for the receiver.
+
+        ``values`` must not change until :meth:`send_wait` returns for it: a
+        retransmission reads them again. Any wait on this endpoint (``send_wait``,
+        ``wait``) also serves retransmissions and probes of every started send.
+        """
         if dst not in self.addresses:
             raise ValueError(f"no address for rank {dst}")
         n = spec.pkt_count
@@ -234,12 +269,59 @@ class Endpoint:
             self._out[spec.key] = out
         try:
             self._first_pass(out, priority)
-            self._finish(out)
-        finally:
+        except BaseException:
             with self._lock:
                 self._out.pop(spec.key, None)
+            raise
+        out.rto = self.initial_rto_s
+        out.deadline = time.monotonic() + out.rto
         self.send_stats.messages += 1
         self.send_stats.packets += n
+        return out
+
+    def send_wait(self, out: _Out) -> None:
+        """Block until the receiver has ``out`` within its bound (STOP)."""
+        with self._cond:
+            try:
+                while not out.stopped:
+                    self._serve_sends()
+                    if not out.stopped:
+                        self._cond.wait(max(0.0, min(o.deadline for o in self._out.values()) - time.monotonic()))
+            finally:
+                self._out.pop(out.spec.key, None)
+
+    def _serve_sends(self) -> None:
+        """Retransmit on BITMAP and probe on silence, for every started send (lock held)."""
+        self._check_rx()
+        for out in list(self._out.values()):
+            if out.stopped:
+                continue
+            if out.pending:
+                pending, out.pending = out.pending, []
+                missing = self._choose_retransmit(out, self._missing_from(out.spec, pending))
+                self._cond.release()
+                try:
+                    if missing.size:
+                        self._retransmit(out, missing)
+                    self._probe(out)
+                finally:
+                    self._cond.acquire()
+                out.rto = self.initial_rto_s
+                out.deadline = time.monotonic() + out.rto
+                continue
+            now = time.monotonic()
+            if now >= out.deadline:
+                silent = now - out.last_reply
+                if silent > self.cfg.peer_timeout_s:
+                    self._out.pop(out.spec.key, None)
+                    raise self._timeout_error(out.dst, f"sending {out.spec.key}")
+                self._cond.release()
+                try:
+                    self._probe(out)
+                finally:
+                    self._cond.acquire()
+                out.rto = min(out.rto * 2, self.max_rto_s)
+                out.deadline = time.monotonic() + out.rto
 
     def _first_pass(self, out: _Out, priority: int) -> None:
         spec = out.spec
@@ -276,41 +358,12 @@ class Endpoint:
             tos_for(priority, drop_class),
         )  # fmt: skip
 
-    def _finish(self, out: _Out) -> None:
-        """Wait for STOP; retransmit on BITMAP; probe on silence."""
-        spec = out.spec
-        rto = self.initial_rto_s
-        deadline = time.monotonic() + rto
-        with self._cond:
-            while not out.stopped:
-                self._check_rx()
-                if out.pending:
-                    pending, out.pending = out.pending, []
-                    missing = self._choose_retransmit(out, self._missing_from(spec, pending))
-                    self._cond.release()
-                    try:
-                        if missing.size:
-                            self._retransmit(out, missing)
-                        self._probe(out)
-                    finally:
-                        self._cond.acquire()
-                    rto = self.initial_rto_s
-                    deadline = time.monotonic() + rto
-                    continue
-                now = time.monotonic()
-                if now >= deadline:
-                    silent = now - out.last_reply
-                    if silent > self.cfg.peer_timeout_s:
-                        raise PeerTimeoutError(out.dst, self.addresses[out.dst], silent, f"sending {spec.key}")
-                    self._cond.release()
-                    try:
-                        self._probe(out)
-                    finally:
-                        self._cond.acquire()
-                    rto = min(rto * 2, self.max_rto_s)
-                    deadline = time.monotonic() + rto
-                    continue
-                self._cond.wait(deadline - now)
+    def _timeout_error(self, peer: int, what: str) -> PeerTimeoutError:
+        """The error for a stalled operation, naming the peer silent longest among those we wait on."""
+        now = time.monotonic()
+        waiting_on = {peer} | {o.dst for o in self._out.values() if not o.stopped}
+        culprit = min(waiting_on, key=lambda r: self._heard.get(r, 0.0))
+        return PeerTimeoutError(culprit, self.addresses[culprit], now - self._heard.get(culprit, 0.0), what)
 
     def _missing_from(self, spec: MessageSpec, chunks: list[tuple[int, bytes]]) -> np.ndarray:
         missing: list[np.ndarray] = []
@@ -411,8 +464,12 @@ class Endpoint:
 
     def _handle(self, result: IngestResult, now: float) -> None:
         """React to one ingest (called with the lock held)."""
+        for src in result.sources:
+            self._heard[src] = now
         for msg in result.completed:
             self._complete(msg, probe_id=0)
+        if result.completed:
+            self._cond.notify_all()
         for msg in result.nack:
             # One proactive NACK per message per RTO: probes ask again if it is lost.
             if now - self._nacked.get(msg.key, 0.0) > self.initial_rto_s:
@@ -420,6 +477,7 @@ class Endpoint:
                 self._send_bitmap(msg, PacketType.BITMAP, probe_id=0)
         for hdr, payload in result.control:
             if hdr.type == PacketType.PROBE:
+                self._heard[hdr.src] = now
                 self._on_probe(hdr, now)
             else:
                 self._on_reply(hdr, payload, now)
@@ -446,6 +504,7 @@ class Endpoint:
             self._send_control(spec, ptype, hdr.src, seq=hdr.seq, flags=Flag.FINAL if done else Flag.NONE)
         elif msg.done:
             self._complete(msg, hdr.seq)
+            self._cond.notify_all()
         else:
             self._send_bitmap(msg, PacketType.BITMAP, hdr.seq)
 
@@ -454,6 +513,7 @@ class Endpoint:
         if out is None or hdr.src != self.rank:
             return
         out.last_reply = now
+        self._heard[out.dst] = now
         if hdr.type == PacketType.STOP:
             out.stopped = True
             self._account(out, hdr.offset, payload)
