@@ -40,6 +40,11 @@ test: lint typecheck pytest test-mxnet
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache
 
+# Compile the P4 programs into build/p4/ with whichever of p4c-bm2-ss, p4test and
+# bf-p4c are installed (PATH or $DLCP_P4_BIN_DIR); see docs/switch.md.
+.PHONY: p4
+p4: venv
+	$(VENV)/bin/dlcp p4 build
 
 # MXNet 1.9.1 imports only with numpy<1.24, so its shim is tested in its own venv,
 # .venv-mxnet (the `mxnet` extra plus pytest), refreshed like .venv.

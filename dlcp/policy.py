@@ -192,6 +192,6 @@ def _sample(body: np.ndarray, tail: np.ndarray, sample_elems: int) -> tuple[np.n
         return body[:, ::step], tail[::step]
     stride = nblk // k
     picked = body.reshape(body.shape[0], nblk, _BLOCK)[:, ::stride, :]  # a view: no copy
-    picked = np.ascontiguousarray(picked).reshape(body.shape[0], -1)
+    picked = np.ascontiguousarray(picked).reshape(body.shape[0], picked.shape[1] * _BLOCK)  # 0 rows: no -1
     tail_step = -(-max(tail.size, 1) // sample_elems)
     return picked, tail[::tail_step]

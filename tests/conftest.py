@@ -3,24 +3,26 @@
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 from support import JOB, TOKEN
 
 from dlcp.assembler import Assembler
+from dlcp.p4 import tools as p4tools
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     needs = {
-        "p4c": (shutil.which("p4test") or shutil.which("p4c-bm2-ss"), "p4c (p4test/p4c-bm2-ss) is not installed"),
-        "bmv2": (shutil.which("simple_switch"), "BMv2 simple_switch is not installed"),
+        # P4 tools are looked up in $DLCP_P4_BIN_DIR, then PATH (dlcp.p4.tools); tests needing one
+        # particular tool also skip on their own with the exact reason.
+        "p4c": (p4tools.find("p4test") or p4tools.find("p4c-bm2-ss"), p4tools.missing_reason("p4test", "p4c-bm2-ss")),
+        "bmv2": (p4tools.find("simple_switch"), p4tools.missing_reason("simple_switch")),
         "root": (os.geteuid() == 0, "needs root for network namespaces"),
     }
     for item in items:
-        for marker, (present, why) in needs.items():
-            if marker in item.keywords and not present:
-                item.add_marker(pytest.mark.skip(reason=why))
+        why = [w for marker, (present, w) in needs.items() if marker in item.keywords and not present]
+        if why:
+            item.add_marker(pytest.mark.skip(reason="; ".join(str(w) for w in why)))
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ AREAS: tuple[str, ...] = (
     "dlcp.cli.bench_cmd",
     "dlcp.cli.train_cmd",
     "dlcp.cli.demo_cmd",
+    "dlcp.cli.p4_cmd",
 )
 
 

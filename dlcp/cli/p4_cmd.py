@@ -1,0 +1,139 @@
+"""``dlcp p4``: generate the P4 constants and test vectors, compile the P4 programs, run the vectors on BMv2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from dlcp.p4.build import DEFAULT_OUT, ROOT, TARGETS
+
+    area = sub.add_parser("p4", help="P4 programs: generate constants and vectors, build, run vectors on BMv2")
+    verbs = area.add_subparsers(dest="verb", metavar="VERB", required=True)
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+
+    gen = verbs.add_parser(
+        "gen-constants", help="write p4src/common/constants.p4 and dlcp_header.p4", formatter_class=fmt
+    )
+    gen.add_argument("--root", type=Path, default=ROOT, help="repository root")
+    gen.add_argument("--check", action="store_true", help="only report whether the committed files are stale")
+    gen.set_defaults(func=_gen_constants)
+
+    vec = verbs.add_parser("gen-vectors", help="write the switch test vectors", formatter_class=fmt)
+    vec.add_argument("--dir", type=Path, default=ROOT / "tests/vectors/switch", help="vector folder")
+    vec.add_argument("--check", action="store_true", help="only report whether the committed files are stale")
+    vec.set_defaults(func=_gen_vectors)
+
+    build = verbs.add_parser(
+        "build",
+        help="compile: p4c-bm2-ss (v1model); p4test and bf-p4c when installed (TNA)",
+        formatter_class=fmt,
+    )
+    build.add_argument("--target", choices=[*TARGETS, "all"], default="all", help="which architecture")
+    build.add_argument("--out", type=Path, default=DEFAULT_OUT, help="build folder (not committed)")
+    build.add_argument("--update-p4info", action="store_true", help="copy the fresh v1model P4Info into p4src/")
+    build.add_argument(
+        "--strict", action="store_true", help="fail on unexpected compiler warnings and on missing compilers"
+    )
+    build.add_argument("--json", action="store_true", help="print the results as JSON")
+    build.set_defaults(func=_build)
+
+    run = verbs.add_parser("vectors", help="run the switch test vectors on BMv2 (needs root)", formatter_class=fmt)
+    run.add_argument("--dir", type=Path, default=ROOT / "tests/vectors/switch", help="vector folder")
+    run.add_argument("-k", dest="select", default="", help="only cases whose name contains this")
+    run.add_argument("--log-file", type=Path, help="BMv2 log file (slows the switch down)")
+    run.add_argument("--json", action="store_true", help="print the results as JSON")
+    run.set_defaults(func=_vectors)
+
+
+def _gen_constants(args: argparse.Namespace) -> int:
+    from dlcp.p4 import gen_constants
+
+    if args.check:
+        stale = gen_constants.stale(args.root)
+        for name in stale:
+            sys.stdout.write(f"stale: {name}\n")
+        return 1 if stale else 0
+    for path in gen_constants.write(args.root):
+        sys.stdout.write(f"wrote {path}\n")
+    return 0
+
+
+def _gen_vectors(args: argparse.Namespace) -> int:
+    from dlcp.p4 import vector_gen
+
+    if args.check:
+        stale = vector_gen.stale(args.dir)
+        for name in stale:
+            sys.stdout.write(f"stale: {args.dir / name}\n")
+        return 1 if stale else 0
+    for path in vector_gen.write(args.dir):
+        sys.stdout.write(f"wrote {path}\n")
+    return 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    from dlcp.p4 import build
+
+    targets = build.TARGETS if args.target == "all" else (args.target,)
+    results = build.build(targets, args.out)
+    if args.json:
+        sys.stdout.write(json.dumps([r.as_dict() for r in results], indent=1) + "\n")
+    rc = 0
+    for r in results:
+        if not args.json:
+            if r.skipped:
+                sys.stdout.write(f"{r.target:8} {r.tool:11} skipped: {r.skipped}\n")
+            else:
+                status = "ok" if r.ok else f"FAILED (exit {r.returncode})"
+                known = len(r.warnings) - len(r.unexpected_warnings)
+                note = f" ({known} known, see dlcp/p4/build.py)" if known else ""
+                sys.stdout.write(f"{r.target:8} {r.tool:11} {status}, {len(r.warnings)} warning(s){note}\n")
+                if r.output and (not r.ok or r.warnings):
+                    sys.stdout.write(r.output + "\n")
+        # bf-p4c is Intel's and rarely installed: its absence alone never fails a build.
+        missing_matters = r.skipped is not None and r.tool != build.tools.BF_P4C
+        if (r.skipped is None and not r.ok) or (args.strict and (r.unexpected_warnings or missing_matters)):
+            rc = 1
+    if args.update_p4info:
+        v1 = next((r for r in results if r.target == "v1model"), None)
+        if v1 is None or not v1.ok:
+            sys.stderr.write("dlcp: no v1model build to take the P4Info from\n")
+            return 1
+        changed = build.refresh_p4info(v1)
+        sys.stdout.write(f"{'updated' if changed else 'unchanged'}: {build.COMMITTED_P4INFO}\n")
+    return rc
+
+
+def _vectors(args: argparse.Namespace) -> int:
+    from dlcp.p4 import build, p4info, vectors
+    from dlcp.p4.bmv2 import Bmv2Switch
+
+    cases = [c for c in vectors.load_dir(args.dir) if args.select in c.name]
+    if not cases:
+        raise ValueError(f"no vector cases in {args.dir} match {args.select!r}")
+    with tempfile.TemporaryDirectory(prefix="dlcp-p4-") as tmp:
+        v1 = build.build_v1model(Path(tmp))
+        if not v1.ok:
+            raise OSError(v1.skipped or f"p4c-bm2-ss failed:\n{v1.output}")
+        info = p4info.load(Path(tmp) / "v1model" / "dlcp.p4info.txtpb")
+        ports = sorted(set().union(*(c.ports() for c in cases)))
+        results = []
+        with Bmv2Switch(Path(tmp) / "v1model" / "dlcp.json", info, ports, args.log_file) as sw:
+            for c in cases:
+                r = sw.run_case(c)
+                results.append(r)
+                if not args.json:
+                    sys.stdout.write(f"{'PASS' if r.passed else 'FAIL'} {c.source}:{c.name} ({r.seconds:.1f}s)\n")
+                    for f in r.failures:
+                        sys.stdout.write(f"    {f}\n")
+    if args.json:
+        sys.stdout.write(json.dumps([r.as_dict() for r in results], indent=1) + "\n")
+    return 0 if all(r.passed for r in results) else 1

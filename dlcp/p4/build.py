@@ -1,0 +1,139 @@
+"""Compiling the P4 programs: p4c-bm2-ss for v1model, p4test (and bf-p4c when present) for TNA.
+
+Outputs go to a build folder (``build/p4/`` by default, never committed). The
+v1model P4Info is also committed as ``p4src/v1model/dlcp.p4info.txtpb``;
+:func:`refresh_p4info` copies a fresh one there.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dlcp.p4 import tools
+
+log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository root (``dlcp/p4/build.py`` is two folders down)."""
+P4SRC = ROOT / "p4src"
+V1MODEL_PROGRAM = P4SRC / "v1model" / "dlcp.p4"
+TNA_PROGRAM = P4SRC / "tna" / "dlcp.p4"
+COMMITTED_P4INFO = P4SRC / "v1model" / "dlcp.p4info.txtpb"
+DEFAULT_OUT = ROOT / "build" / "p4"
+
+TARGETS = ("v1model", "tna")
+
+KNOWN_WARNINGS = (
+    # p4c's front end gives every table a default action (NoAction) when it has none, and
+    # p4c-bm2-ss then warns about every table with an action selector, p4c's own
+    # testdata/p4_16_samples/action_selector_shared-bmv2.p4 included. No source change avoids it.
+    re.compile(r"warning: Target does not support default_action for \S+ \(due to action profiles\)"),
+)
+"""Compiler warnings that no change to our P4 can remove; reported, but not counted as unexpected."""
+
+
+@dataclass
+class StepResult:
+    """One compiler run."""
+
+    target: str
+    tool: str
+    command: list[str]
+    returncode: int | None
+    """``None`` when the tool is not installed (then ``skipped`` says why)."""
+    output: str = ""
+    skipped: str | None = None
+    artifacts: list[Path] = field(default_factory=list)
+
+    @property
+    def warnings(self) -> list[str]:
+        return [line for line in self.output.splitlines() if "[--Wwarn=" in line or "warning:" in line.lower()]
+
+    @property
+    def unexpected_warnings(self) -> list[str]:
+        return [w for w in self.warnings if not any(k.search(w) for k in KNOWN_WARNINGS)]
+
+    @property
+    def ok(self) -> bool:
+        return self.skipped is None and self.returncode == 0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "target": self.target,
+            "tool": self.tool,
+            "command": self.command,
+            "returncode": self.returncode,
+            "skipped": self.skipped,
+            "warnings": self.warnings,
+            "unexpected_warnings": self.unexpected_warnings,
+            "artifacts": [str(a) for a in self.artifacts],
+            "output": self.output,
+        }
+
+
+def _run(target: str, tool: str, args: list[str], artifacts: list[Path]) -> StepResult:
+    exe = tools.find(tool)
+    if exe is None:
+        return StepResult(target, tool, [tool, *args], None, skipped=tools.missing_reason(tool))
+    cmd = [str(exe), *args]
+    log.info("running %s", " ".join(cmd))
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
+    out = (proc.stdout + proc.stderr).strip()
+    return StepResult(target, tool, cmd, proc.returncode, out, artifacts=[a for a in artifacts if a.exists()])
+
+
+def build_v1model(out: Path = DEFAULT_OUT) -> StepResult:
+    """``p4c-bm2-ss`` → ``<out>/v1model/dlcp.json`` and ``dlcp.p4info.txtpb``."""
+    d = out / "v1model"
+    d.mkdir(parents=True, exist_ok=True)
+    json_out, p4info = d / "dlcp.json", d / "dlcp.p4info.txtpb"
+    args = ["--std", "p4-16", "--arch", "v1model", "-o", str(json_out), "--p4runtime-files", str(p4info)]
+    return _run("v1model", tools.P4C_BM2_SS, [*args, str(V1MODEL_PROGRAM)], [json_out, p4info])
+
+
+def check_tna(out: Path = DEFAULT_OUT) -> StepResult:
+    """p4c's front and mid end (``p4test``) on the TNA program, with Tofino's ``tna.p4`` includes."""
+    inc = tools.tna_include_dir()
+    if inc is None and tools.find(tools.P4TEST) is not None:
+        why = f"Tofino's tna.p4 not found (set ${tools.TNA_INCLUDE_ENV} to p4c's backends/tofino/bf-p4c/p4include)"
+        return StepResult("tna", tools.P4TEST, [tools.P4TEST], None, skipped=why)
+    d = out / "tna"
+    d.mkdir(parents=True, exist_ok=True)
+    args = ["--std", "p4-16", "-D__TARGET_TOFINO__=1", "-I", str(inc), str(TNA_PROGRAM)]
+    return _run("tna", tools.P4TEST, args, [])
+
+
+def build_tna(out: Path = DEFAULT_OUT) -> StepResult:
+    """``bf-p4c`` (Intel's Tofino compiler, from the SDE) when installed."""
+    d = out / "tna"
+    d.mkdir(parents=True, exist_ok=True)
+    p4info = d / "dlcp.p4info.txtpb"
+    args = ["--arch", "tna", "--target", "tofino", "-o", str(d), "--p4runtime-files", str(p4info)]
+    return _run("tna", tools.BF_P4C, [*args, str(TNA_PROGRAM)], [p4info])
+
+
+def build(targets: tuple[str, ...] = TARGETS, out: Path = DEFAULT_OUT) -> list[StepResult]:
+    results = []
+    if "v1model" in targets:
+        results.append(build_v1model(out))
+    if "tna" in targets:
+        results.append(check_tna(out))
+        results.append(build_tna(out))
+    return results
+
+
+def refresh_p4info(result: StepResult) -> bool:
+    """Copy a fresh v1model P4Info over the committed one; ``True`` when it changed."""
+    fresh = next((a for a in result.artifacts if a.name.endswith(".p4info.txtpb")), None)
+    if not result.ok or fresh is None:
+        raise ValueError("no P4Info to copy: the v1model build did not succeed")
+    if COMMITTED_P4INFO.exists() and COMMITTED_P4INFO.read_text() == fresh.read_text():
+        return False
+    shutil.copyfile(fresh, COMMITTED_P4INFO)
+    log.info("updated %s", COMMITTED_P4INFO)
+    return True

@@ -1,0 +1,164 @@
+// DLCP data plane for Tofino (TNA). The same controls, tables, actions and
+// keys as ../v1model/dlcp.p4, so one controller drives both; what the
+// controller must additionally set up on Tofino (queues, trim mirror
+// sessions, the drain app of the packet generator) is in docs/switch.md.
+//
+// This file only includes and wires the controls.
+#include <core.p4>
+#include <tna.p4>
+
+#include "../common/headers.p4"
+#include "../common/parser.p4"
+#include "../common/routing.p4"
+#include "../common/next_hop.p4"
+#include "../common/classification.p4"
+#include "../common/selective_drop.p4"
+#include "../common/trimming.p4"
+#include "headers.p4"
+#include "ecmp.p4"
+#include "occupancy.p4"
+#include "counters.p4"
+
+parser DlcpIngressParser(packet_in pkt, out ingress_headers_t hdr, out ingress_metadata_t meta,
+                         out ingress_intrinsic_metadata_t ig_intr_md) {
+    PacketParser() packet_parser;
+
+    state start {
+        meta = { ... };  // zero every field: the controls read some before they write them
+        pkt.extract(ig_intr_md);
+        pkt.advance(PORT_METADATA_SIZE);
+        transition select(ig_intr_md.ingress_port) {
+            PKTGEN_PORT: parse_drain;
+            default: parse_packet;
+        }
+    }
+
+    state parse_drain {
+        pkt.extract(hdr.pktgen);
+        pkt.extract(hdr.drain);
+        transition accept;
+    }
+
+    state parse_packet {
+        packet_parser.apply(pkt, hdr.pkt);
+        transition accept;
+    }
+}
+
+control DlcpIngress(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
+                    in ingress_intrinsic_metadata_t ig_intr_md,
+                    in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                    inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                    inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    Routing() routing;
+    Classification() classification;
+    Ecmp() ecmp;
+    NextHopRewrite() next_hop_rewrite;
+    SelectiveDrop() selective_drop;
+    QueueOccupancy() occupancy;
+    DropCounters() drop_counters;
+    TrimHeaders() trim_headers;
+
+    apply {
+        // A drain packet from the packet generator only drains the occupancy
+        // estimate (tna/occupancy.p4): index = batch (port) ++ packet (class).
+        bool is_drain = hdr.drain.isValid();
+        port_class_t drain_slot = (dlcp_port_t) hdr.pktgen.batch_id ++ (dlcp_class_t) hdr.pktgen.packet_id;
+        if (!is_drain) {
+            routing.apply(hdr.pkt, meta.dlcp);
+            if (!meta.dlcp.routed_drop) {
+                classification.apply(hdr.pkt, meta.dlcp);
+                ecmp.apply(hdr.pkt, meta.dlcp);
+            }
+            if (meta.dlcp.routed_drop) {
+                ig_dprsr_md.drop_ctl = 1;
+                exit;
+            }
+            next_hop_rewrite.apply(hdr.pkt, meta.dlcp);
+            meta.dlcp.port_class = meta.dlcp.egress_port ++ meta.dlcp.queue;
+            selective_drop.apply(hdr.pkt, meta.dlcp);
+        }
+        occupancy.apply(meta.dlcp, is_drain, drain_slot, hdr.drain.packets);
+        if (is_drain) {
+            ig_dprsr_md.drop_ctl = 1;
+            exit;
+        }
+        drop_counters.apply(meta.dlcp);
+        if (meta.dlcp.trim) {
+            // Ingress cannot cut the payload: the trim mirror session of the
+            // egress port truncates the copy and enqueues it in TRIM_QUEUE;
+            // the original is dropped (drop_ctl bit 0 spares mirror copies).
+            // No bridged header: the copy carries the mirror header instead.
+            trim_headers.apply(hdr.pkt);
+            ig_dprsr_md.mirror_type = MIRROR_TYPE_TRIM;
+            meta.trim_session = TRIM_SESSION_BASE + (MirrorId_t) meta.dlcp.egress_port;
+            ig_dprsr_md.drop_ctl = 1;
+            exit;
+        } else if (meta.dlcp.congested) {
+            ig_dprsr_md.drop_ctl = 1;
+            exit;
+        }
+        ig_tm_md.ucast_egress_port = meta.dlcp.egress_port;
+        ig_tm_md.qid = (QueueId_t) meta.dlcp.queue;
+        ig_tm_md.ingress_cos = (bit<3>) meta.dlcp.queue;
+        hdr.bridge.setValid();
+        hdr.bridge.kind = PKT_KIND_BRIDGED;
+    }
+}
+
+control DlcpIngressDeparser(packet_out pkt, inout ingress_headers_t hdr, in ingress_metadata_t meta,
+                            in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    Mirror(MIRROR_TYPE_TRIM) trim_mirror;
+    PacketDeparser() packet_deparser;
+
+    // The IPv4 checksum was updated incrementally in ingress (common/next_hop.p4).
+    apply {
+        if (ig_dprsr_md.mirror_type == MIRROR_TYPE_TRIM) {
+            trim_mirror.emit<bridge_h>(meta.trim_session, {PKT_KIND_TRIMMED});
+        }
+        pkt.emit(hdr.bridge);
+        packet_deparser.apply(pkt, hdr.pkt);
+    }
+}
+
+// Egress only strips the bridged (or mirror) byte and counts: the headers
+// were rewritten in ingress, so the rest of the packet is payload to it.
+parser DlcpEgressParser(packet_in pkt, out egress_headers_t hdr, out egress_metadata_t meta,
+                        out egress_intrinsic_metadata_t eg_intr_md) {
+    state start {
+        pkt.extract(eg_intr_md);
+        pkt.extract(hdr.bridge);
+        transition accept;
+    }
+}
+
+control DlcpEgress(inout egress_headers_t hdr, inout egress_metadata_t meta,
+                   in egress_intrinsic_metadata_t eg_intr_md,
+                   in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
+                   inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
+                   inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
+    ForwardCounters() forward_counters;
+
+    apply {
+        forward_counters.apply(eg_intr_md);
+        hdr.bridge.setInvalid();
+    }
+}
+
+control DlcpEgressDeparser(packet_out pkt, inout egress_headers_t hdr, in egress_metadata_t meta,
+                           in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    apply {
+        pkt.emit(hdr);
+    }
+}
+
+Pipeline(
+    DlcpIngressParser(),
+    DlcpIngress(),
+    DlcpIngressDeparser(),
+    DlcpEgressParser(),
+    DlcpEgress(),
+    DlcpEgressDeparser()
+) pipe;
+
+Switch(pipe) main;

@@ -1,0 +1,36 @@
+"""``dlcp p4``: the generator checks, and the build's report when compilers are absent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dlcp.cli.main import main
+from dlcp.p4 import tools
+
+
+def test_gen_checks_pass_on_the_committed_files(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["p4", "gen-constants", "--check"]) == 0
+    assert main(["p4", "gen-vectors", "--check"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_gen_vectors_check_fails_on_a_stale_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["p4", "gen-vectors", "--check", "--dir", str(tmp_path)]) == 1
+    assert "stale:" in capsys.readouterr().out
+    assert main(["p4", "gen-vectors", "--dir", str(tmp_path)]) == 0
+    assert main(["p4", "gen-vectors", "--check", "--dir", str(tmp_path)]) == 0
+
+
+def test_build_reports_missing_compilers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv(tools.BIN_DIR_ENV, str(tmp_path))
+    assert main(["p4", "build", "--out", str(tmp_path / "out"), "--json"]) == 0
+    results = json.loads(capsys.readouterr().out)
+    assert [r["tool"] for r in results] == ["p4c-bm2-ss", "p4test", "bf-p4c"]
+    assert all(r["skipped"] and "not found" in r["skipped"] for r in results)
+    assert main(["p4", "build", "--out", str(tmp_path / "out"), "--strict"]) == 1

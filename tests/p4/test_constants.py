@@ -1,0 +1,65 @@
+"""The generated P4 constants match dlcp/protocol.py and dlcp/p4/sizes.py."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from dlcp import protocol
+from dlcp.p4 import gen_constants, sizes
+from dlcp.wire import Header
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_committed_files_equal_the_generator_output() -> None:
+    stale = gen_constants.stale(ROOT)
+    assert not stale, f"regenerate with `dlcp p4 gen-constants`: {stale}"
+
+
+def test_stale_detects_an_edit(tmp_path: Path) -> None:
+    (tmp_path / "p4src/common").mkdir(parents=True)
+    assert gen_constants.write(tmp_path)
+    assert gen_constants.stale(tmp_path) == []
+    path = tmp_path / "p4src/common/constants.p4"
+    path.write_text(path.read_text().replace("19110", "19111"))
+    assert gen_constants.stale(tmp_path) == ["p4src/common/constants.p4"]
+
+
+def _consts(text: str) -> dict[str, int]:
+    return {m[1]: int(m[2], 0) for m in re.finditer(r"const bit<\d+> (\w+) = (\w+);", text)}
+
+
+def test_constants_carry_the_protocol_values() -> None:
+    c = _consts(gen_constants.render_constants())
+    assert c["DLCP_UDP_PORT"] == protocol.UDP_PORT
+    assert c["DLCP_VERSION"] == protocol.VERSION
+    assert c["DLCP_HEADER_BYTES"] == protocol.HEADER_SIZE
+    assert {k: v for k, v in c.items() if k.startswith("DLCP_TYPE_") and k != "DLCP_TYPE_MAX"} == {
+        f"DLCP_TYPE_{t.name}": int(t) for t in protocol.PacketType
+    }
+    assert c["DLCP_FLAG_RETX"] == protocol.Flag.RETX
+    assert c["TRIMMED_FRAME_BYTES"] == sizes.TRIMMED_FRAME_BYTES == 14 + 20 + 8 + protocol.HEADER_SIZE
+    assert c["DLCP_NUM_PRIORITY_CLASSES"] == protocol.NUM_PRIORITY_CLASSES
+
+
+def test_header_widths_cover_the_layout() -> None:
+    widths = [int(w) for w in re.findall(r"bit<(\d+)> \w+;", gen_constants.render_header())]
+    assert sum(widths) == 8 * protocol.HEADER_SIZE
+
+
+@pytest.mark.parametrize("ptype", list(protocol.PacketType))
+def test_version_type_split_matches_the_wire_codec(ptype: protocol.PacketType) -> None:
+    first = Header(type=ptype).pack()[0]
+    assert first >> gen_constants.TYPE_BITS == protocol.VERSION
+    assert first & ((1 << gen_constants.TYPE_BITS) - 1) == ptype
+    assert gen_constants.VERSION_BITS + gen_constants.TYPE_BITS == 8
+
+
+def test_index_sizes_fit_the_port_and_class_widths() -> None:
+    assert 1 << sizes.CLASS_BITS >= protocol.NUM_PRIORITY_CLASSES
+    assert sizes.PORT_CLASS_SLOTS == (1 << sizes.PORT_BITS) * (1 << sizes.CLASS_BITS)
+    assert 0 <= sizes.DEFAULT_QUEUE < protocol.NUM_PRIORITY_CLASSES
+    assert sizes.TRIM_QUEUE == protocol.CONTROL_PRIORITY
