@@ -77,3 +77,10 @@ def test_sampled_statistic_ranks_like_the_full_one() -> None:
     exact = Policy(sample_elems=0).drop_classes(g, epp, MessageKind.PUSH)
     assert np.mean(sampled == exact) > 0.95
     assert Policy(sample_elems=256).packet_statistic(g, epp).shape == (npk,)
+
+
+@pytest.mark.parametrize("n", [1, 3, 2047, 2048, 2049])
+def test_tensors_smaller_than_a_packet(n) -> None:
+    """Biases and other tiny tensors have no full packet: classification must still work."""
+    drops = Policy().drop_classes(np.ones(n, dtype=np.float32), 2048, MessageKind.REDUCE_SCATTER)
+    assert drops.shape == (-(-n // 2048),)
