@@ -85,19 +85,30 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig) -> dict
         server_ranks=tuple(range(world)) if cfg.mode == "ps" else (0,), store=store,
     ) as s:  # fmt: skip
         x = data.copy()
-        times = []
         coll = s.collectives
-        for i in range(cfg.warmup + cfg.repeat):
-            np.copyto(x, data)
-            s.rendezvous.barrier()
-            start = time.perf_counter()
-            if cfg.mode == "ring":
-                coll.allreduce_ring(x)
-            else:
-                coll.allreduce_ps(x)
-            if i >= cfg.warmup:
-                times.append(time.perf_counter() - start)
-        out["dlcp"] = times
+        injector = s.endpoint.loss
+
+        def timed(runs: int) -> list[float]:
+            times = []
+            for i in range(cfg.warmup + runs):
+                np.copyto(x, data)
+                s.rendezvous.barrier()
+                start = time.perf_counter()
+                if cfg.mode == "ring":
+                    coll.allreduce_ring(x)
+                else:
+                    coll.allreduce_ps(x)
+                if i >= cfg.warmup:
+                    times.append(time.perf_counter() - start)
+            return times
+
+        if injector is not None:
+            # The same processes without loss first: the lossy tail is compared with this median.
+            s.endpoint.loss = None
+            out["dlcp_lossless"] = timed(cfg.repeat)
+            s.endpoint.loss = injector
+            coll.stats = type(coll.stats)()
+        out["dlcp"] = timed(cfg.repeat)
         out["loss_fraction"] = coll.stats.loss_fraction
         out["retransmitted"] = s.endpoint.send_stats.retransmitted
         out["injected"] = s.endpoint.loss.dropped if s.endpoint.loss else 0
@@ -108,7 +119,7 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig) -> dict
 def run(cfg: BenchConfig) -> dict[str, Any]:
     per_rank = spawn(_rank_main, cfg.workers, cfg, timeout_s=600.0, threads_per_proc=1)
     result: dict[str, Any] = {"config": asdict(cfg)}
-    for name in ("dlcp", "gloo"):
+    for name in ("dlcp", "gloo", "dlcp_lossless"):
         if name in per_rank[0]:
             slowest = [max(r[name][i] for r in per_rank) for i in range(cfg.repeat)]
             result[name] = _summary(slowest, cfg.size)
@@ -117,4 +128,6 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
     result["dlcp"]["injected_drops"] = int(sum(r["injected"] for r in per_rank))
     if "gloo" in result:
         result["ratio_gbps_vs_gloo"] = result["dlcp"]["gbps"] / result["gloo"]["gbps"]
+    if "dlcp_lossless" in result:
+        result["ratio_p99_lossy_vs_lossless_median"] = result["dlcp"]["p99_s"] / result["dlcp_lossless"]["median_s"]
     return result
