@@ -1,8 +1,10 @@
 """UDP sockets for the DLCP data path: GSO sends, GRO + recvmmsg receives.
 
-* **Send.** One ``sendmsg`` carries up to 64 KiB of equal-size DLCP packets; the
-  kernel cuts it into datagrams (``UDP_SEGMENT``). The IP TOS byte (DSCP/ECN of
-  the batch's priority and drop class) rides along as an ``IP_TOS`` cmsg.
+* **Send.** :class:`MmsgSender` hands the kernel a whole batch in one
+  ``sendmmsg``: messages of up to 64 KiB of equal-size DLCP packets, each cut
+  into datagrams by the kernel (``UDP_SEGMENT``), gathered from header rows and
+  slices of the tensor (no user-space copy). The IP TOS byte (DSCP/ECN of the
+  batch's priority and drop class) rides along as an ``IP_TOS`` cmsg.
 * **Receive.** ``recvmmsg`` (through ctypes; Python's socket module has none)
   fills many GRO buffers in one call into a single contiguous numpy array.
   Slots are exactly ``segments_per_slot * seg_size`` bytes, so a run of full
@@ -204,69 +206,6 @@ def open_socket(
         except OSError:
             log.info("UDP_GRO not available; receiving datagram by datagram")
     return sock
-
-
-def send_batch(
-    sock: socket.socket, data: memoryview, seg_size: int, addr: tuple[str, int], tos: int, gso: bool = True
-) -> None:
-    """Send ``data`` (packets of ``seg_size`` back to back, the last may be short) to ``addr``."""
-    anc = [(socket.IPPROTO_IP, socket.IP_TOS, struct.pack("i", tos))]
-    if len(data) <= seg_size:
-        _sendmsg(sock, [data], anc, addr)
-        return
-    if gso:
-        step = min(MAX_GSO_BYTES // seg_size, MAX_GSO_SEGMENTS) * seg_size
-        seg = [(SOL_UDP, UDP_SEGMENT, struct.pack("H", seg_size))]
-        for start in range(0, len(data), step):
-            chunk = data[start : start + step]
-            _sendmsg(sock, [chunk], anc + seg if len(chunk) > seg_size else anc, addr)
-    else:
-        for start in range(0, len(data), seg_size):
-            _sendmsg(sock, [data[start : start + seg_size]], anc, addr)
-
-
-def _sendmsg(
-    sock: socket.socket, iov: list[memoryview], anc: list[tuple[int, int, bytes]], addr: tuple[str, int]
-) -> None:
-    try:
-        sock.sendmsg(iov, anc, 0, addr)
-    except ConnectionRefusedError:
-        # A pending ICMP port-unreachable from an earlier send: the datagram is lost like
-        # any other, and the peer-timeout logic decides whether the peer is gone.
-        log.debug("send to %s:%d refused", *addr)
-
-
-def send_gather(
-    sock: socket.socket,
-    headers: np.ndarray,
-    payload: memoryview,
-    offsets: np.ndarray,
-    lengths: np.ndarray,
-    seg_size: int,
-    addr: tuple[str, int],
-    tos: int,
-) -> None:
-    """Send packets given as header rows plus payload slices, without copying the payload.
-
-    Packet ``i`` is ``headers[i]`` followed by ``payload[offsets[i] : offsets[i] + lengths[i]]``;
-    all but the last must be ``seg_size`` bytes long. Groups of up to 64 KiB go out in
-    one ``sendmsg`` each, as an iovec list that the kernel gathers and segments.
-    """
-    anc = [(socket.IPPROTO_IP, socket.IP_TOS, struct.pack("i", tos))]
-    gso = [*anc, (SOL_UDP, UDP_SEGMENT, struct.pack("H", seg_size))]
-    per = max(1, min(MAX_GSO_BYTES // seg_size, MAX_GSO_SEGMENTS))
-    hdr = memoryview(headers.data).cast("B")
-    hsize = headers.shape[1]
-    offs = offsets.tolist()
-    lens = lengths.tolist()
-    n = len(offs)
-    for start in range(0, n, per):
-        end = min(start + per, n)
-        iov: list[memoryview] = []
-        for i in range(start, end):
-            iov.append(hdr[i * hsize : (i + 1) * hsize])
-            iov.append(payload[offs[i] : offs[i] + lens[i]])
-        _sendmsg(sock, iov, gso if end - start > 1 else anc, addr)
 
 
 @dataclass
