@@ -273,6 +273,9 @@ class Endpoint:
             with self._lock:
                 self._out.pop(spec.key, None)
             raise
+        # Probe at once: if the LAST packet was lost the receiver cannot know the first
+        # pass is over, and waiting a whole RTO for that would lengthen the tail.
+        self._probe(out)
         out.rto = self.initial_rto_s
         out.deadline = time.monotonic() + out.rto
         self.send_stats.messages += 1
