@@ -8,6 +8,7 @@ from typing import Any
 from dlcp.config import TransportConfig
 from dlcp.host.collectives import Collectives
 from dlcp.host.endpoint import Endpoint
+from dlcp.host.launch_env import LaunchEnv
 from dlcp.host.loss import LossSpec
 from dlcp.host.pacing import PacingConfig
 from dlcp.host.rendezvous import Rendezvous
@@ -72,3 +73,24 @@ def open_session(
     coll = Collectives(ep, world, policy, server_ranks=server_ranks, worker_ranks=worker_ranks)
     rdv.barrier()
     return Session(rdv, ep, coll)
+
+
+def open_session_from_env(launch: LaunchEnv | None = None, **kwargs: Any) -> Session:
+    """:func:`open_session` with rank, world and rendezvous from the environment (works under ``torchrun``).
+
+    ``DLCP_CONFIG`` (a TOML job file) supplies the job id, transport, policy and
+    limits unless ``kwargs`` give them.
+    """
+    from dlcp.config import load
+
+    env = launch or LaunchEnv.from_environ()
+    if env.config is not None:
+        cfg = load(env.config)
+        kwargs.setdefault("job_id", cfg.job.id)
+        kwargs.setdefault("transport", cfg.transport)
+        kwargs.setdefault("policy", cfg.policy)
+        kwargs.setdefault("limits", cfg.limits)
+    return open_session(
+        rank=env.rank, world=env.world, store_host=env.store_host, store_port=env.store_port, host=env.host,
+        local_rank=env.local_rank, **kwargs,
+    )  # fmt: skip

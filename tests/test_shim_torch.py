@@ -117,3 +117,27 @@ def test_train_cli_json(tmp_path) -> None:
     for key in ("test_accuracy", "iter_p50_s", "iter_p99_s", "loss_fraction", "bytes_sent"):
         assert key in r, key
     assert 0.5 < r["test_accuracy"] <= 1.0 and r["iter_p99_s"] >= r["iter_p50_s"] > 0
+
+
+@pytest.mark.slow
+def test_hook_under_torchrun(tmp_path) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    torchrun = Path(sys.executable).parent / "torchrun"
+    script = Path(__file__).with_name("torchrun_ddp.py")
+    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "2", str(script)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    for rank in (0, 1):
+        assert f"rank {rank} replicas_identical=True layers=4" in out.stdout
+
+
+def test_launch_env_reads_torchrun_variables() -> None:
+    from dlcp.host.launch_env import LaunchEnv
+
+    env = LaunchEnv.from_environ({"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "node0", "MASTER_PORT": "29500"})
+    assert (env.store_host, env.store_port, env.rank) == ("node0", 29501, 1)
+    with pytest.raises(ValueError, match="WORLD_SIZE"):
+        LaunchEnv.from_environ({"RANK": "0"})

@@ -51,8 +51,7 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -60,6 +59,7 @@ import numpy as np
 import torch
 
 from dlcp.config import DLCPConfig, load
+from dlcp.host.launch_env import LaunchEnv
 from dlcp.host.session import Session, open_session
 from dlcp.protocol import MessageKind
 
@@ -88,65 +88,6 @@ def _import_mxnet() -> Any:
 
 mx = _import_mxnet()
 KVStoreBase: Any = mx.kvstore.KVStoreBase
-
-
-@dataclass(frozen=True)
-class LaunchEnv:
-    """Where this process finds its job. :meth:`from_environ` is the only place this module reads the environment.
-
-    ================  =========================================  =============
-    variable          meaning                                    default
-    ================  =========================================  =============
-    RANK              this worker's rank                         required
-    WORLD_SIZE        number of workers                          required
-    DLCP_STORE_ADDR   host of the rendezvous TCPStore (rank 0)   127.0.0.1
-    DLCP_STORE_PORT   its TCP port                               required
-    LOCAL_RANK        rank on this host (data port offset)       RANK
-    DLCP_HOST         address the data socket binds              127.0.0.1
-    DLCP_CONFIG       TOML job file (``docs/configuration.md``)  defaults
-    ================  =========================================  =============
-    """
-
-    rank: int
-    world: int
-    store_port: int
-    store_host: str = "127.0.0.1"
-    local_rank: int | None = None
-    host: str = "127.0.0.1"
-    config: Path | None = None
-
-    def __post_init__(self) -> None:
-        if self.world < 1:
-            raise ValueError(f"world must be >= 1, got {self.world}")
-        if not 0 <= self.rank < self.world:
-            raise ValueError(f"rank must be in 0..{self.world - 1}, got {self.rank}")
-        if not 0 < self.store_port < 1 << 16:
-            raise ValueError(f"store_port must be a TCP port, got {self.store_port}")
-
-    @classmethod
-    def from_environ(cls, environ: Mapping[str, str] | None = None) -> LaunchEnv:
-        env = os.environ if environ is None else environ
-
-        def integer(name: str) -> int | None:
-            raw = env.get(name, "")
-            try:
-                return int(raw) if raw else None
-            except ValueError:
-                raise ValueError(f"{name} must be an integer, got {raw!r}") from None
-
-        rank, world, port = integer("RANK"), integer("WORLD_SIZE"), integer("DLCP_STORE_PORT")
-        if rank is None or world is None or port is None:
-            unset = [n for n, v in (("RANK", rank), ("WORLD_SIZE", world), ("DLCP_STORE_PORT", port)) if v is None]
-            raise ValueError(
-                f"{', '.join(unset)} not set: mx.kv.create('dlcp') reads the rendezvous from RANK, WORLD_SIZE, "
-                "DLCP_STORE_ADDR and DLCP_STORE_PORT (or pass launch=LaunchEnv(...) to DLCP)"
-            )
-        config = env.get("DLCP_CONFIG")
-        return cls(
-            rank=rank, world=world, store_port=port, store_host=env.get("DLCP_STORE_ADDR") or "127.0.0.1",
-            local_rank=integer("LOCAL_RANK"), host=env.get("DLCP_HOST") or "127.0.0.1",
-            config=Path(config) if config else None,
-        )  # fmt: skip
 
 
 @KVStoreBase.register

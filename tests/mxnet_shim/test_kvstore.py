@@ -124,7 +124,7 @@ def test_create_without_rendezvous_names_the_missing_variables(monkeypatch: pyte
 
 
 def test_launch_env_parsing() -> None:
-    from dlcp.host.shim.mxnet import LaunchEnv
+    from dlcp.host.launch_env import LaunchEnv
 
     env = LaunchEnv.from_environ(
         {"RANK": "1", "WORLD_SIZE": "4", "DLCP_STORE_PORT": "29500", "DLCP_STORE_ADDR": "node0", "LOCAL_RANK": "0"}
