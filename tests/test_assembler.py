@@ -7,8 +7,7 @@ from support import JOB, TOKEN, make_message, packets
 from dlcp.assembler import Assembler
 from dlcp.drops import DropReason
 from dlcp.limits import Limits
-from dlcp.message import MessageKey
-from dlcp.protocol import HEADER_SIZE, DType, Flag, MessageKind, PacketType
+from dlcp.protocol import HEADER_SIZE, DType, MessageKind, PacketType
 from dlcp.wire import Header
 
 
@@ -261,11 +260,6 @@ def test_stalled_messages(assembler: Assembler) -> None:
     assembler.expect(spec, np.zeros_like(values), now=10.0)
     assert assembler.stalled(now=12.0, timeout=5.0) == []
     assert [m.key for m in assembler.stalled(now=16.0, timeout=5.0)] == [spec.key]
-
-
-def test_unknown_message_key_type() -> None:
-    assert MessageKey(1, 2, 3, 4).round == 4
-    assert Flag.LAST in Flag(1)
 
 
 def test_accumulate_adds_each_packet_once(assembler: Assembler) -> None:
