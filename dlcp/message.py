@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dlcp.protocol import DTYPE_SIZE, FILL_MODE, HEADER_SIZE, MAX_PAYLOAD, DType, FillMode, MessageKind
+from dlcp.protocol import DTYPE_SIZE, FILL_MODE, MAX_PAYLOAD, DType, FillMode, MessageKind
 
 
 class MessageKey(NamedTuple):
@@ -43,11 +43,6 @@ def elems_per_packet(payload_bytes: int, dtype: DType) -> int:
     if not size <= payload_bytes <= MAX_PAYLOAD:
         raise ValueError(f"payload_bytes must be in {size}..{MAX_PAYLOAD}, got {payload_bytes}")
     return payload_bytes // size
-
-
-def payload_for_mtu(mtu: int, ip_udp_overhead: int = 28) -> int:
-    """Payload budget of a DLCP packet that fits one IP packet of ``mtu`` bytes."""
-    return mtu - ip_udp_overhead - HEADER_SIZE
 
 
 @dataclass(frozen=True)

@@ -37,14 +37,6 @@ class LossStats:
         total = self.total_bytes
         return self.lost_bytes / total if total else 0.0
 
-    def merge(self, other: LossStats) -> None:
-        for mine, theirs in ((self.by_layer, other.by_layer), (self.by_class, other.by_class)):
-            for k, (lost, total) in theirs.items():
-                mine[k][0] += lost
-                mine[k][1] += total
-        self.messages += other.messages
-        self.partial_messages += other.partial_messages
-
     def as_dict(self) -> dict[str, object]:
         def frac(table: dict[int, list[int]]) -> dict[str, float]:
             return {str(k): (v[0] / v[1] if v[1] else 0.0) for k, v in sorted(table.items())}

@@ -43,7 +43,6 @@ import torch.distributed as dist
 
 from dlcp.host.collectives import Collectives
 from dlcp.host.session import Session
-from dlcp.protocol import MessageKind
 
 log = logging.getLogger(__name__)
 
@@ -204,9 +203,4 @@ def dlcp_hook(state: DLCPState, bucket: dist.GradBucket) -> torch.futures.Future
     return state.submit(bucket.buffer(), layer, tag=("bucket", bucket.index()))
 
 
-def kind_for(mode: Mode) -> MessageKind:
-    """The message kind whose loss bound governs a mode's lossy phase."""
-    return MessageKind.REDUCE_SCATTER if mode == "ring" else MessageKind.PUSH
-
-
-__all__ = ["DLCPState", "dlcp_hook", "kind_for"]
+__all__ = ["DLCPState", "dlcp_hook"]
