@@ -30,7 +30,7 @@ lint: venv
 
 # mypy reads the link tree, where host/ etc. sit at their dlcp.* import paths.
 typecheck: venv
-	MYPYPATH=$$(ls -d build/__editable__*) $(VENV)/bin/mypy -p dlcp
+	MYPYPATH=$$(ls -td build/__editable__* | head -n 1) $(VENV)/bin/mypy -p dlcp
 
 pytest: venv
 	$(VENV)/bin/pytest -q

@@ -104,6 +104,8 @@ class Assembler:
         self._jobs: dict[int, _Job] = {}
         self._messages: dict[MessageKey, Message] = {}
         self._completed: OrderedDict[MessageKey, None] = OrderedDict()
+        self.generation = 0
+        """Changes whenever the set of expected messages does (a receive fast path caches it)."""
 
     # -- jobs and messages -------------------------------------------------
     def add_job(self, job_id: int, token: int) -> None:
@@ -114,11 +116,13 @@ class Assembler:
         if job_id in self._jobs:
             raise ValueError(f"job {job_id} is already registered")
         self._jobs[job_id] = _Job(token)
+        self.generation += 1
 
     def remove_job(self, job_id: int) -> None:
         self._jobs.pop(job_id, None)
         for key in [k for k in self._messages if k.job_id == job_id]:
             del self._messages[key]
+        self.generation += 1
 
     def expect(self, spec: MessageSpec, buffer: np.ndarray, now: float = 0.0, accumulate: bool = False) -> Message:
         """Register a message and the buffer it assembles into; replays stashed early packets.
@@ -147,6 +151,7 @@ class Assembler:
         msg = Message(spec, buffer, now, accumulate)
         self._completed.pop(spec.key, None)
         self._messages[spec.key] = msg
+        self.generation += 1
         job.bytes_in_use += spec.nbytes
         stashed = job.stash.pop(spec.key, None)
         if stashed:
@@ -170,7 +175,12 @@ class Assembler:
         """Forget a message without completing it (its buffer is left as it is)."""
         msg = self._messages.pop(key, None)
         if msg is not None:
+            self.generation += 1
             self._release(msg)
+
+    def token_of(self, job_id: int) -> int | None:
+        job = self._jobs.get(job_id)
+        return None if job is None else job.token
 
     def message(self, key: MessageKey) -> Message | None:
         return self._messages.get(key)
@@ -242,6 +252,8 @@ class Assembler:
         else:
             buf = np.frombuffer(data, dtype=np.uint8, count=nbytes)
         nseg = segment_count(nbytes, seg_size)
+        if nseg == 1 and _IS_CONTROL[buf[0] & 0xF] and self._one_control(result, buf, nbytes):
+            return
         if self._fast_path(result, buf, nbytes, seg_size, nseg, now):
             return
         avail = np.full(nseg, seg_size, dtype=np.int64)
@@ -277,6 +289,24 @@ class Assembler:
         if bad.size:
             self.counters.add_codes(bad)
             result.dropped += int(bad.size)
+
+    def _one_control(self, result: IngestResult, buf: np.ndarray, nbytes: int) -> bool:
+        """A lone, valid PROBE/BITMAP/STOP of a known job, decoded without the vector machinery.
+
+        Returns False, having changed nothing, for anything the general path
+        must judge (and count): a bad header, a foreign job or token, a short payload.
+        """
+        try:
+            h = Header.unpack(buf)
+        except ValueError:
+            return False
+        job = self._jobs.get(h.job_id)
+        if job is None or job.token != h.token or h.length > nbytes - HEADER_SIZE:
+            return False
+        result.control.append((h, buf[HEADER_SIZE : HEADER_SIZE + h.length].tobytes()))
+        self.counters.counts[DropReason.OK] += 1
+        result.accepted += 1
+        return True
 
     def _fast_path(
         self, result: IngestResult, buf: np.ndarray, nbytes: int, seg_size: int, nseg: int, now: float
@@ -332,21 +362,31 @@ class Assembler:
             full_rows = spec.num_elems // spec.elems_per_packet
             _deliver(msg, msg.view[: full_rows * pb].reshape(full_rows, pb), src_rows, seq)
             msg.received[seq] = True
-        msg.n_received += nseg
-        msg.received_elems += nseg * spec.elems_per_packet
+        last = bool((words[:, _FLAGS_WORD] & _LAST_IN_WORD).any())
+        self.account_placed(result, msg, nseg, int(buf[_PRIO_AT]), last, now)
+        return True
+
+    def account_placed(self, result: IngestResult, msg: Message, n: int, priority: int, last: bool, now: float) -> None:
+        """Book ``n`` fresh full-size packets already written into ``msg`` and marked received.
+
+        The fast paths (the vectorised one above, and the C receive path of
+        ``dlcp.host``) place the common case themselves and report it here, so
+        completion and retransmission requests follow one rule.
+        """
+        msg.n_received += n
+        msg.received_elems += n * msg.spec.elems_per_packet
         msg.last_progress = now
-        msg.priority = int(buf[_PRIO_AT])
-        if (words[:, _FLAGS_WORD] & _LAST_IN_WORD).any():
+        msg.priority = priority
+        if last:
             msg.sender_done = True
-        self.counters.counts[DropReason.OK] += nseg
-        result.accepted += nseg
-        result.sources.add(src)
+        self.counters.counts[DropReason.OK] += n
+        result.accepted += n
+        result.sources.add(msg.key.src)
         if msg.ready:
             self._finish(msg)
             result.completed.append(msg)
         elif msg.sender_done and msg.needs_retransmit:
             result.nack.append(msg)
-        return True
 
     def _drop(self, result: IngestResult, reason: DropReason, n: int) -> None:
         self.counters.add(reason, n)
@@ -528,6 +568,7 @@ class Assembler:
         msg.done = True
         self.stats.record(spec.layer, msg.priority, msg.lost_elems * spec.elem_size, spec.nbytes)
         del self._messages[spec.key]
+        self.generation += 1
         self._release(msg)
         self._completed[spec.key] = None
         while len(self._completed) > self.limits.completed_memory:

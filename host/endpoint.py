@@ -33,6 +33,7 @@ from dlcp.config import TransportConfig
 from dlcp.host.errors import PeerTimeoutError, TransportError
 from dlcp.host.loss import LossInjector, LossSpec
 from dlcp.host.pacing import AimdPacer, PacingConfig
+from dlcp.host.rx_fast import FastReceiver, available
 from dlcp.host.udp import MAX_GSO_BYTES, MAX_GSO_SEGMENTS, MmsgSender, RecvRing, open_socket
 from dlcp.limits import Limits
 from dlcp.message import Message, MessageKey, MessageSpec
@@ -164,7 +165,12 @@ class Endpoint:
             open_socket(host, 0, rcvbuf=1 << 16, gro=False) for _ in range(self.cfg.spray_ports - 1)
         ]
         self._spray_next = itertools.cycle(range(len(self._spray)))
-        self._ring = RecvRing(self.sock, self.seg_size)
+        self._fast: FastReceiver | None = None
+        self._ring: RecvRing | None = None
+        if self.cfg.fast_path and available():
+            self._fast = FastReceiver(self.sock, self.seg_size)
+        else:
+            self._ring = RecvRing(self.sock, self.seg_size)
         self._per_build = min(MAX_GSO_BYTES // self.seg_size, MAX_GSO_SEGMENTS) * 64  # about 4 MB per batch
         self._sender = MmsgSender(self.seg_size, self._per_build)
         self._stop = threading.Event()
@@ -448,22 +454,47 @@ class Endpoint:
     def _rx_loop(self) -> None:
         try:
             while not self._stop.is_set():
-                got = self._ring.receive(0.02)
-                if got is None:
-                    continue
-                now = time.monotonic()
-                for start, nbytes, seg in got.runs:
-                    runs = [(start, nbytes)] if self.loss is None else self.loss.keep_runs(got.buf, start, nbytes, seg)
-                    for s, n in runs:
-                        with self._cond:
-                            result = self.asm.ingest(got.buf[s : s + n], seg_size=seg, now=now)
-                            self._handle(result, now)
+                if self._fast is not None:
+                    self._rx_fast(self._fast)
+                else:
+                    self._rx_numpy(self._ring)  # type: ignore[arg-type]
         except BaseException as exc:  # surfaced to the caller by _check_rx
             if not self._stop.is_set():
                 log.exception("DLCP receive thread failed")
                 self._rx_error = exc
                 with self._cond:
                     self._cond.notify_all()
+
+    def _rx_fast(self, fast: FastReceiver) -> None:
+        """One batch through the C path: it places the common case, the assembler takes the rest."""
+        with self._lock:
+            fast.refresh(self.asm)
+        # No lock here: C writes only into buffers of messages in its table, which
+        # only this thread completes; a message posted meanwhile goes the numpy way.
+        got = fast.receive(0.02, self.loss)
+        if got is None:
+            return
+        now = time.monotonic()
+        with self._cond:
+            fast.account(self.asm, got, now)
+            self._handle(got.result, now)
+            for start, nbytes, seg in got.runs:
+                self._handle(self.asm.ingest(fast.buf[start : start + nbytes], seg_size=seg, now=now), now)
+            last = IngestResult()
+            fast.apply_last(self.asm, last, now)
+            self._handle(last, now)
+
+    def _rx_numpy(self, ring: RecvRing) -> None:
+        got = ring.receive(0.02)
+        if got is None:
+            return
+        now = time.monotonic()
+        for start, nbytes, seg in got.runs:
+            runs = [(start, nbytes)] if self.loss is None else self.loss.keep_runs(got.buf, start, nbytes, seg)
+            for s, n in runs:
+                with self._cond:
+                    result = self.asm.ingest(got.buf[s : s + n], seg_size=seg, now=now)
+                    self._handle(result, now)
 
     def _handle(self, result: IngestResult, now: float) -> None:
         """React to one ingest (called with the lock held)."""

@@ -53,7 +53,7 @@ class LossInjector:
             return [(start, nbytes)]
         nseg = -(-nbytes // seg_size)
         is_data = buf[start : start + nbytes : seg_size][:nseg] == _DATA_VT
-        drop = is_data & self._draw(nseg)
+        drop = is_data & self.draw(nseg)
         if not drop.any():
             return [(start, nbytes)]
         self.dropped += int(drop.sum())
@@ -66,7 +66,8 @@ class LossInjector:
             runs.append((s, e - s))
         return runs
 
-    def _draw(self, n: int) -> np.ndarray:
+    def draw(self, n: int) -> np.ndarray:
+        """The next ``n`` decisions of the seeded stream, one per segment (True: drop it if it is data)."""
         u = self.rng.random(n)
         if self.spec.pattern == "random":
             return u < self.spec.rate

@@ -16,6 +16,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+_MIN_SLEEP_S = 1e-3
+"""Shorter waits are carried as debt: sleeping that briefly costs more than it spaces."""
+
 
 @dataclass(frozen=True)
 class PacingConfig:
@@ -46,19 +49,22 @@ class AimdPacer:
         self.decreases = 0
 
     def wait(self, nbytes: int) -> None:
-        """Block until ``nbytes`` may be sent at the current rate."""
+        """Block until ``nbytes`` may be sent at the current rate.
+
+        The bucket may go into debt: a send is charged in full and the sender
+        sleeps only once the debt is worth at least ``_MIN_SLEEP_S`` at the
+        current rate. The long-run rate is the same, and the sender never
+        spins: on a host with few cores a spinning sender takes the CPU its
+        own receive thread (or a co-located peer) needs.
+        """
         now = time.perf_counter()
         self._tokens = min(self.cfg.burst, self._tokens + (now - self._last) * self.rate)
         self._last = now
         self._tokens -= nbytes
         if self._tokens < 0:
             delay = -self._tokens / self.rate
-            if delay > 2e-4:
+            if delay >= _MIN_SLEEP_S:
                 time.sleep(delay)
-            else:
-                end = now + delay
-                while time.perf_counter() < end:
-                    pass
 
     def on_feedback(self, first_pass_loss: float) -> None:
         if first_pass_loss > self.cfg.decrease_above:

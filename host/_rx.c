@@ -1,0 +1,311 @@
+/*
+ * dlcp.host._rx: the receive fast path of a DLCP endpoint, in C.
+ *
+ * One call of rx_batch() waits for data, takes up to `nslots` datagrams (GRO
+ * buffers) with one recvmmsg, and places every segment that is an ordinary
+ * full-size DATA packet of a message in the caller's table straight into that
+ * message's buffer (stored, or added for a reduce-on-receive message), all
+ * without the GIL. Everything else -- control packets, short last packets,
+ * duplicates, packets of messages not in the table, anything malformed -- is
+ * left where it lies and reported as runs of the ring buffer, which the Python
+ * assembler then handles (and validates, and counts) exactly as it would
+ * without this module. So this file decides nothing the assembler does not
+ * also decide: it only takes the common case off the interpreter.
+ *
+ * A segment is placed only if, against its table entry:
+ *   - its length is exactly header + the entry's full payload,
+ *   - header bytes [0, inv_bytes) equal the entry's (type DATA, version, job,
+ *     token, message key, layer, kind, dtype, length, packet count),
+ *   - seq < full_rows, offset == seq * elems_per_packet, and received[seq] == 0.
+ * Then dst + seq * pb .. + pb lies inside the buffer (full_rows * pb <= its
+ * size, checked by the Python side when it builds the entry), so nothing is
+ * written outside a message's buffer.
+ *
+ * The header layout is not written here: the Python wrapper passes the field
+ * offsets from dlcp.protocol once (set_layout).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#ifndef SOL_UDP
+#define SOL_UDP 17
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+#define MAX_SLOTS 64
+#define MAX_SEGS_PER_SLOT 64
+#define CONTROL_BYTES 64
+#define INV_MAX 64
+
+enum op { OP_STORE = 0, OP_ADD_F32 = 1, OP_ADD_F64 = 2, OP_ADD_I32 = 3 };
+
+/* One expected message. Mirrors ENTRY_DTYPE in host/rx_fast.py (72 bytes). */
+typedef struct {
+    uint8_t inv[28];
+    uint32_t full_rows;
+    uint64_t dst;
+    uint64_t received;
+    uint32_t pb;
+    uint32_t epp;
+    uint32_t op;
+    uint32_t placed;    /* out */
+    uint32_t last_seen; /* out */
+    uint32_t priority;  /* out: priority byte of the last placed packet */
+} entry_t;
+
+_Static_assert(sizeof(entry_t) == 72, "entry_t must match ENTRY_DTYPE");
+
+static struct {
+    int set;
+    unsigned header_size, inv_bytes, flags_at, prio_at, seq_at, off_at, last_flag, data_vt;
+} L;
+
+static inline uint32_t be32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* dst[i] += src[i]. `dst` is always aligned (a message buffer, offset by whole
+ * packets); `src` sits HEADER_SIZE bytes into a segment and normally is too, but
+ * if it is not, the elements are staged through an aligned block first. */
+#define DEFINE_ADD(NAME, T, WRAP)                                                  \
+    static void NAME(uint8_t *dst_bytes, const uint8_t *src_bytes, size_t n) {     \
+        T *restrict d = (T *)dst_bytes;                                            \
+        if ((uintptr_t)src_bytes % _Alignof(T) == 0) {                             \
+            const T *restrict s = (const T *)src_bytes;                            \
+            for (size_t i = 0; i < n; i++) d[i] = (T)(WRAP d[i] + WRAP s[i]);      \
+            return;                                                                \
+        }                                                                          \
+        T tmp[512];                                                                \
+        for (size_t done = 0; done < n;) {                                         \
+            size_t k = n - done < 512 ? n - done : 512;                            \
+            memcpy(tmp, src_bytes + done * sizeof(T), k * sizeof(T));              \
+            for (size_t i = 0; i < k; i++) d[done + i] = (T)(WRAP d[done + i] + WRAP tmp[i]); \
+            done += k;                                                             \
+        }                                                                          \
+    }
+
+DEFINE_ADD(add_f32, float, )
+DEFINE_ADD(add_f64, double, )
+/* int32 wraps around like numpy's: added as uint32 (no signed overflow). */
+DEFINE_ADD(add_i32, int32_t, (uint32_t))
+
+/* Place one segment if it is the common case; returns 1 if placed. */
+static int place(entry_t *e, const uint8_t *seg) {
+    uint32_t seq = be32(seg + L.seq_at);
+    if (seq >= e->full_rows) return 0;
+    if ((uint64_t)be32(seg + L.off_at) != (uint64_t)seq * e->epp) return 0;
+    uint8_t *received = (uint8_t *)(uintptr_t)e->received;
+    if (received[seq]) return 0;
+    uint8_t *dst = (uint8_t *)(uintptr_t)e->dst + (size_t)seq * e->pb;
+    const uint8_t *src = seg + L.header_size;
+    switch (e->op) {
+    case OP_STORE: memcpy(dst, src, e->pb); break;
+    case OP_ADD_F32: add_f32(dst, src, e->pb / 4); break;
+    case OP_ADD_F64: add_f64(dst, src, e->pb / 8); break;
+    case OP_ADD_I32: add_i32(dst, src, e->pb / 4); break;
+    default: return 0;
+    }
+    received[seq] = 1;
+    e->placed++;
+    e->priority = seg[L.prio_at];
+    if (seg[L.flags_at] & L.last_flag) e->last_seen = 1;
+    return 1;
+}
+
+static entry_t *match(entry_t *entries, Py_ssize_t n, Py_ssize_t *hint, const uint8_t *seg, size_t len) {
+    if (n == 0 || seg[0] != L.data_vt) return NULL;
+    entry_t *e = &entries[*hint];
+    if (len == L.header_size + e->pb && memcmp(seg, e->inv, L.inv_bytes) == 0) return e;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        e = &entries[i];
+        if (len == L.header_size + e->pb && memcmp(seg, e->inv, L.inv_bytes) == 0) {
+            *hint = i;
+            return e;
+        }
+    }
+    return NULL;
+}
+
+static PyObject *set_layout(PyObject *self, PyObject *args) {
+    (void)self;
+    if (!PyArg_ParseTuple(args, "IIIIIIII", &L.header_size, &L.inv_bytes, &L.flags_at, &L.prio_at, &L.seq_at,
+                          &L.off_at, &L.last_flag, &L.data_vt))
+        return NULL;
+    if (L.inv_bytes > INV_MAX || L.inv_bytes > 28 || L.flags_at >= L.header_size || L.prio_at >= L.header_size ||
+        L.seq_at + 4 > L.header_size || L.off_at + 4 > L.header_size) {
+        L.set = 0;
+        PyErr_SetString(PyExc_ValueError, "header layout does not fit the header");
+        return NULL;
+    }
+    L.set = 1;
+    Py_RETURN_NONE;
+}
+
+/*
+ * rx_batch(fd, ring, slot_bytes, nslots, timeout_ms, entries, nentries, runs, drops, drop_pos)
+ *   -> (datagrams, nruns, drop_pos, injected, truncated)
+ *
+ * ring: writable buffer of nslots * slot_bytes; entries: writable buffer of
+ * nentries entry_t; runs: writable int64 buffer of at least 3 * nslots *
+ * MAX_SEGS_PER_SLOT values, filled with (start, nbytes, seg_size) runs of
+ * the ring left for Python; drops: None or a uint8 buffer of loss-injection
+ * draws, one consumed per segment from drop_pos (nonzero: drop it if DATA).
+ */
+static PyObject *rx_batch(PyObject *self, PyObject *args) {
+    (void)self;
+    int fd, timeout_ms;
+    Py_ssize_t slot_bytes, nslots, nentries, drop_pos;
+    Py_buffer ring, ents, runs, drops = {0};
+    PyObject *drops_obj;
+    if (!L.set) {
+        PyErr_SetString(PyExc_RuntimeError, "set_layout() must be called first");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "iw*nniw*nw*On", &fd, &ring, &slot_bytes, &nslots, &timeout_ms, &ents, &nentries,
+                          &runs, &drops_obj, &drop_pos))
+        return NULL;
+    PyObject *result = NULL;
+    int have_drops = drops_obj != Py_None;
+    if (have_drops && PyObject_GetBuffer(drops_obj, &drops, PyBUF_SIMPLE) < 0) goto out;
+    if (nslots < 1 || nslots > MAX_SLOTS || slot_bytes < (Py_ssize_t)L.header_size ||
+        ring.len < slot_bytes * nslots) {
+        PyErr_SetString(PyExc_ValueError, "ring buffer smaller than nslots * slot_bytes, or bad slot geometry");
+        goto out;
+    }
+    if (nentries < 0 || ents.len < nentries * (Py_ssize_t)sizeof(entry_t)) {
+        PyErr_SetString(PyExc_ValueError, "entries buffer smaller than nentries entries");
+        goto out;
+    }
+    if (runs.len < (Py_ssize_t)(3 * sizeof(int64_t)) * nslots * MAX_SEGS_PER_SLOT) {
+        PyErr_SetString(PyExc_ValueError, "runs buffer too small");
+        goto out;
+    }
+    if (have_drops && (drop_pos < 0 || drop_pos > drops.len)) {
+        PyErr_SetString(PyExc_ValueError, "drop_pos outside the drops buffer");
+        goto out;
+    }
+
+    entry_t *entries = (entry_t *)ents.buf;
+    int64_t *out_runs = (int64_t *)runs.buf;
+    uint8_t *base = (uint8_t *)ring.buf;
+    const uint8_t *draw = have_drops ? (const uint8_t *)drops.buf : NULL;
+    Py_ssize_t ndraws = have_drops ? drops.len : 0;
+    int n = 0, err = 0;
+    Py_ssize_t nruns = 0, injected = 0, truncated = 0, hint = 0;
+
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < nentries; i++) {
+        entries[i].placed = 0;
+        entries[i].last_seen = 0;
+    }
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    if (poll(&pfd, 1, timeout_ms) > 0) {
+        struct mmsghdr msgs[MAX_SLOTS];
+        struct iovec iov[MAX_SLOTS];
+        uint8_t ctrl[MAX_SLOTS][CONTROL_BYTES] __attribute__((aligned(8)));
+        memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)nslots);
+        for (Py_ssize_t i = 0; i < nslots; i++) {
+            iov[i].iov_base = base + i * slot_bytes;
+            iov[i].iov_len = (size_t)slot_bytes;
+            msgs[i].msg_hdr.msg_iov = &iov[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+            msgs[i].msg_hdr.msg_control = ctrl[i];
+            msgs[i].msg_hdr.msg_controllen = CONTROL_BYTES;
+        }
+        n = recvmmsg(fd, msgs, (unsigned)nslots, MSG_DONTWAIT, NULL);
+        if (n < 0) {
+            err = errno;
+            n = 0;
+        }
+        for (int i = 0; i < n; i++) {
+            uint8_t *slot = base + (size_t)i * (size_t)slot_bytes;
+            size_t len = msgs[i].msg_len;
+            if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
+                truncated++;
+                len = (size_t)slot_bytes;
+            }
+            size_t gso = len;
+            for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
+                if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+                    int g;
+                    memcpy(&g, CMSG_DATA(c), sizeof g);
+                    if (g > 0) gso = (size_t)g;
+                }
+            }
+            if (gso == 0) gso = len ? len : 1;
+            int64_t run_start = -1, run_len = 0;
+            for (size_t off = 0; off < len; off += gso) {
+                size_t seg_len = len - off < gso ? len - off : gso;
+                uint8_t *seg = slot + off;
+                int consumed = 0;
+                if (draw && drop_pos < ndraws) {
+                    if (draw[drop_pos++] && seg_len >= 1 && seg[0] == L.data_vt) {
+                        injected++;
+                        consumed = 1;
+                    }
+                }
+                if (!consumed && seg_len >= L.header_size) {
+                    entry_t *e = match(entries, nentries, &hint, seg, seg_len);
+                    if (e && place(e, seg)) consumed = 1;
+                }
+                if (consumed) {
+                    if (run_start >= 0) {
+                        out_runs[3 * nruns] = run_start;
+                        out_runs[3 * nruns + 1] = run_len;
+                        out_runs[3 * nruns + 2] = (int64_t)gso;
+                        nruns++;
+                        run_start = -1;
+                    }
+                    continue;
+                }
+                if (run_start < 0) {
+                    run_start = (int64_t)(slot - base + off);
+                    run_len = 0;
+                }
+                run_len += (int64_t)seg_len;
+            }
+            if (run_start >= 0) {
+                out_runs[3 * nruns] = run_start;
+                out_runs[3 * nruns + 1] = run_len;
+                out_runs[3 * nruns + 2] = (int64_t)gso;
+                nruns++;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+
+    if (err && err != EAGAIN && err != EWOULDBLOCK && err != EINTR && err != ECONNREFUSED) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+        goto out;
+    }
+    result = Py_BuildValue("(innnn)", n, nruns, drop_pos, injected, truncated);
+out:
+    PyBuffer_Release(&ring);
+    PyBuffer_Release(&ents);
+    PyBuffer_Release(&runs);
+    if (have_drops && drops.obj) PyBuffer_Release(&drops);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"set_layout", set_layout, METH_VARARGS, "Header field offsets from dlcp.protocol."},
+    {"rx_batch", rx_batch, METH_VARARGS, "One recvmmsg batch with the common case placed in C."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    .m_base = PyModuleDef_HEAD_INIT, .m_name = "_rx", .m_doc = "DLCP receive fast path.", .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__rx(void) { return PyModule_Create(&module); }

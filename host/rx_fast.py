@@ -1,0 +1,181 @@
+"""The C receive fast path (``dlcp.host._rx``) and its bookkeeping.
+
+:class:`FastReceiver` keeps a table of the assembler's expected messages
+(rebuilt whenever :attr:`Assembler.generation` changes) and calls
+``_rx.rx_batch``, which receives one ``recvmmsg`` batch and, without the GIL,
+stores or adds every ordinary full-size DATA packet of a message in the table
+straight into its buffer. It then books those packets in the assembler
+(:meth:`Assembler.account_placed`: one completion rule) and returns the rest
+of the batch as runs for :meth:`Assembler.ingest`, which validates and counts
+them as if the fast path did not exist. Loss injection draws one decision per
+segment in the same way as :class:`~dlcp.host.loss.LossInjector` does on the
+numpy path.
+
+The module is optional (built from ``host/_rx.c`` at install time);
+:func:`available` says whether it was.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+
+from dlcp.assembler import Assembler, IngestResult
+from dlcp.host.loss import LossInjector
+from dlcp.host.udp import MAX_GSO_BYTES, MAX_GSO_SEGMENTS
+from dlcp.message import Message
+from dlcp.packetizer import build_headers
+from dlcp.protocol import HEADER_FIELDS, HEADER_SIZE, INVARIANT_BYTES, VERSION, DType, Flag, PacketType
+
+log = logging.getLogger(__name__)
+
+ENTRY_DTYPE = np.dtype(
+    {
+        "names": ["inv", "full_rows", "dst", "received", "pb", "epp", "op", "placed", "last_seen", "priority"],
+        "formats": [("u1", 28), "<u4", "<u8", "<u8", "<u4", "<u4", "<u4", "<u4", "<u4", "<u4"],
+        "offsets": [0, 28, 32, 40, 48, 52, 56, 60, 64, 68],
+        "itemsize": 72,
+    }
+)
+"""One expected message, as ``entry_t`` in host/_rx.c."""
+
+MAX_SLOTS = 64
+_SEGS_PER_SLOT = 64  # UDP GRO coalesces at most 64 segments
+_OPS = {DType.FLOAT32: 1, DType.FLOAT64: 2, DType.INT32: 3}  # reduce-on-receive ops in C; store is 0
+_FIELD = {f.name: f for f in HEADER_FIELDS}
+_module: ModuleType | None = None
+_tried = False
+
+
+def _load() -> ModuleType | None:
+    global _module, _tried
+    if not _tried:
+        _tried = True
+        try:
+            from dlcp.host import _rx  # type: ignore[attr-defined]
+        except ImportError as exc:
+            log.info("C receive path not built (%s): using the numpy path", exc)
+        else:
+            _rx.set_layout(
+                HEADER_SIZE, INVARIANT_BYTES, _FIELD["flags"].offset, _FIELD["priority"].offset,
+                _FIELD["seq"].offset, _FIELD["offset"].offset, int(Flag.LAST), (VERSION << 4) | PacketType.DATA,
+            )  # fmt: skip
+            _module = _rx
+    return _module
+
+
+def available() -> bool:
+    """Whether the C receive path was built and loads."""
+    return _load() is not None
+
+
+@dataclass
+class FastBatch:
+    """What one receive call left for the assembler, and what it did itself."""
+
+    result: IngestResult
+    runs: list[tuple[int, int, int]]
+    """(start, nbytes, seg_size) of the ring buffer for :meth:`Assembler.ingest`."""
+    datagrams: int
+
+
+class FastReceiver:
+    """recvmmsg + placement in C for one socket and one assembler (used by one thread)."""
+
+    def __init__(self, sock: socket.socket, seg_size: int, slots: int = 32) -> None:
+        mod = _load()
+        if mod is None:
+            raise RuntimeError("the C receive path (dlcp.host._rx) is not built")
+        self._rx = mod
+        self.fd = sock.fileno()
+        per = max(1, min(MAX_GSO_BYTES // seg_size, MAX_GSO_SEGMENTS))
+        self.slot_bytes = per * seg_size
+        self.slots = min(slots, MAX_SLOTS)
+        self.buf = np.zeros(self.slots * self.slot_bytes, dtype=np.uint8)
+        self._runs = np.zeros((self.slots * _SEGS_PER_SLOT, 3), dtype=np.int64)
+        self._entries = np.zeros(0, dtype=ENTRY_DTYPE)
+        self._msgs: list[Message] = []
+        self._generation = -1
+        self._draws = np.zeros(0, dtype=np.uint8)
+        self._draw_pos = 0
+        self.truncated = 0
+        self.calls = 0
+        self.datagrams = 0
+
+    def refresh(self, asm: Assembler) -> None:
+        """Rebuild the message table if the assembler's expected messages changed (caller holds its lock)."""
+        if asm.generation == self._generation:
+            return
+        msgs = [m for m in asm.pending if _placeable(m)]
+        entries = np.zeros(len(msgs), dtype=ENTRY_DTYPE)
+        for i, m in enumerate(msgs):
+            spec = m.spec
+            token = asm.token_of(spec.key.job_id)
+            row = build_headers(spec, np.zeros(1, dtype=np.int64), token=token or 0, priority=0, last=False)[1][0]
+            e = entries[i]
+            e["inv"] = row[:INVARIANT_BYTES]
+            e["full_rows"] = spec.num_elems // spec.elems_per_packet
+            e["dst"] = m.view.ctypes.data
+            e["received"] = m.received.ctypes.data
+            e["pb"] = spec.packet_bytes
+            e["epp"] = spec.elems_per_packet
+            e["op"] = _OPS[spec.dtype] if m.accumulate else 0
+        self._entries, self._msgs, self._generation = entries, msgs, asm.generation
+
+    def receive(self, timeout_s: float, loss: LossInjector | None) -> FastBatch | None:
+        """Wait up to ``timeout_s`` for data and take one batch; ``None`` if nothing came."""
+        need = self.slots * _SEGS_PER_SLOT
+        if loss is not None and self._draws.size - self._draw_pos < need:
+            fresh = loss.draw(max(need, 4096)).astype(np.uint8)
+            self._draws = np.concatenate((self._draws[self._draw_pos :], fresh))
+            self._draw_pos = 0
+        n, nruns, pos, injected, truncated = self._rx.rx_batch(
+            self.fd, self.buf, self.slot_bytes, self.slots, max(0, int(timeout_s * 1000)),
+            self._entries, len(self._entries), self._runs, self._draws if loss is not None else None,
+            self._draw_pos,
+        )  # fmt: skip
+        if n == 0:
+            return None
+        self.calls += 1
+        self.datagrams += n
+        self.truncated += truncated
+        if loss is not None:
+            self._draw_pos = pos
+            loss.dropped += injected
+        runs = [(int(a), int(b), int(c)) for a, b, c in self._runs[:nruns]]
+        return FastBatch(IngestResult(), runs, n)
+
+    def account(self, asm: Assembler, batch: FastBatch, now: float) -> None:
+        """Book what C placed in the last batch (caller holds the assembler's lock).
+
+        A LAST flag is not applied here but by :meth:`apply_last`, after the
+        batch's other packets went through the assembler: C placed packets out of
+        their arrival order, and a packet that arrived before the LAST one must
+        count before the sender is taken to be done.
+        """
+        entries = self._entries
+        for i in np.flatnonzero(entries["placed"]) if len(entries) else ():
+            e = entries[i]
+            msg = self._msgs[i]
+            if asm.message(msg.key) is msg:  # not completed or cancelled meanwhile
+                asm.account_placed(batch.result, msg, int(e["placed"]), int(e["priority"]), False, now)
+
+    def apply_last(self, asm: Assembler, result: IngestResult, now: float) -> None:
+        """The LAST flags C saw in the last batch (after :meth:`account` and the leftover runs)."""
+        entries = self._entries
+        for i in np.flatnonzero(entries["last_seen"]) if len(entries) else ():
+            msg = self._msgs[i]
+            if asm.message(msg.key) is msg:
+                asm.account_placed(result, msg, 0, msg.priority, True, now)
+
+
+def _placeable(msg: Message) -> bool:
+    """Messages the C path can place: at least one full packet, and a reduce op in C if accumulating."""
+    spec = msg.spec
+    if spec.num_elems // spec.elems_per_packet == 0:
+        return False
+    return not msg.accumulate or spec.dtype in _OPS
