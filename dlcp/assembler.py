@@ -366,15 +366,25 @@ class Assembler:
         self.account_placed(result, msg, nseg, int(buf[_PRIO_AT]), last, now)
         return True
 
-    def account_placed(self, result: IngestResult, msg: Message, n: int, priority: int, last: bool, now: float) -> None:
-        """Book ``n`` fresh full-size packets already written into ``msg`` and marked received.
+    def account_placed(
+        self,
+        result: IngestResult,
+        msg: Message,
+        n: int,
+        priority: int,
+        last: bool,
+        now: float,
+        elems: int | None = None,
+    ) -> None:
+        """Book ``n`` fresh packets (``elems`` elements; default all full) already written into ``msg``.
 
         The fast paths (the vectorised one above, and the C receive path of
         ``dlcp.host``) place the common case themselves and report it here, so
-        completion and retransmission requests follow one rule.
+        completion and retransmission requests follow one rule. The packets
+        must already be marked in ``msg.received``.
         """
         msg.n_received += n
-        msg.received_elems += n * msg.spec.elems_per_packet
+        msg.received_elems += n * msg.spec.elems_per_packet if elems is None else elems
         msg.last_progress = now
         msg.priority = priority
         if last:

@@ -16,10 +16,11 @@
  *   - its length is exactly header + the entry's full payload,
  *   - header bytes [0, inv_bytes) equal the entry's (type DATA, version, job,
  *     token, message key, layer, kind, dtype, length, packet count),
- *   - seq < full_rows, offset == seq * elems_per_packet, and received[seq] == 0.
- * Then dst + seq * pb .. + pb lies inside the buffer (full_rows * pb <= its
- * size, checked by the Python side when it builds the entry), so nothing is
- * written outside a message's buffer.
+ *   - seq < full_rows, offset == seq * elems_per_packet, and received[seq] == 0;
+ * or it is the message's short last packet: length header + tail_bytes, the
+ * header bytes of that packet, seq == full_rows. Then the bytes written lie
+ * inside the buffer (full_rows * pb + tail_bytes is its size, as the Python
+ * side builds the entry), so nothing is written outside a message's buffer.
  *
  * The header layout is not written here: the Python wrapper passes the field
  * offsets from dlcp.protocol once (set_layout).
@@ -48,21 +49,24 @@
 
 enum op { OP_STORE = 0, OP_ADD_F32 = 1, OP_ADD_F64 = 2, OP_ADD_I32 = 3 };
 
-/* One expected message. Mirrors ENTRY_DTYPE in host/rx_fast.py (72 bytes). */
+/* One expected message. Mirrors ENTRY_DTYPE in host/rx_fast.py (112 bytes). */
 typedef struct {
-    uint8_t inv[28];
-    uint32_t full_rows;
+    uint8_t inv[28];      /* header bytes [0, inv_bytes) of a full packet */
+    uint32_t full_rows;   /* packets 0 .. full_rows-1 are full; packet full_rows is the short tail, if any */
     uint64_t dst;
     uint64_t received;
-    uint32_t pb;
-    uint32_t epp;
+    uint32_t pb;          /* payload bytes of a full packet */
+    uint32_t epp;         /* elements per full packet */
     uint32_t op;
-    uint32_t placed;    /* out */
-    uint32_t last_seen; /* out */
-    uint32_t priority;  /* out: priority byte of the last placed packet */
+    uint32_t tail_bytes;  /* payload bytes of the short last packet; 0: none */
+    uint8_t inv_tail[28]; /* header bytes [0, inv_bytes) of the short last packet */
+    uint32_t placed;      /* out: packets placed */
+    uint32_t last_seen;   /* out: a LAST flag was seen */
+    uint32_t priority;    /* out: priority byte of the last placed packet */
+    uint64_t placed_elems; /* out: elements placed */
 } entry_t;
 
-_Static_assert(sizeof(entry_t) == 72, "entry_t must match ENTRY_DTYPE");
+_Static_assert(sizeof(entry_t) == 112, "entry_t must match ENTRY_DTYPE");
 
 static struct {
     int set;
@@ -98,37 +102,46 @@ DEFINE_ADD(add_f64, double, )
 /* int32 wraps around like numpy's: added as uint32 (no signed overflow). */
 DEFINE_ADD(add_i32, int32_t, (uint32_t))
 
-/* Place one segment if it is the common case; returns 1 if placed. */
-static int place(entry_t *e, const uint8_t *seg) {
+/* Place one segment if it is the common case; returns 1 if placed. `tail`: the
+ * segment matched the short last packet's header (so its payload is tail_bytes). */
+static int place(entry_t *e, const uint8_t *seg, int tail) {
     uint32_t seq = be32(seg + L.seq_at);
-    if (seq >= e->full_rows) return 0;
+    if (tail ? seq != e->full_rows : seq >= e->full_rows) return 0;
     if ((uint64_t)be32(seg + L.off_at) != (uint64_t)seq * e->epp) return 0;
     uint8_t *received = (uint8_t *)(uintptr_t)e->received;
     if (received[seq]) return 0;
     uint8_t *dst = (uint8_t *)(uintptr_t)e->dst + (size_t)seq * e->pb;
     const uint8_t *src = seg + L.header_size;
+    size_t nbytes = tail ? e->tail_bytes : e->pb;
     switch (e->op) {
-    case OP_STORE: memcpy(dst, src, e->pb); break;
-    case OP_ADD_F32: add_f32(dst, src, e->pb / 4); break;
-    case OP_ADD_F64: add_f64(dst, src, e->pb / 8); break;
-    case OP_ADD_I32: add_i32(dst, src, e->pb / 4); break;
+    case OP_STORE: memcpy(dst, src, nbytes); break;
+    case OP_ADD_F32: add_f32(dst, src, nbytes / 4); break;
+    case OP_ADD_F64: add_f64(dst, src, nbytes / 8); break;
+    case OP_ADD_I32: add_i32(dst, src, nbytes / 4); break;
     default: return 0;
     }
     received[seq] = 1;
     e->placed++;
+    e->placed_elems += tail ? (uint64_t)e->tail_bytes / (e->pb / e->epp) : e->epp;
     e->priority = seg[L.prio_at];
     if (seg[L.flags_at] & L.last_flag) e->last_seen = 1;
     return 1;
 }
 
-static entry_t *match(entry_t *entries, Py_ssize_t n, Py_ssize_t *hint, const uint8_t *seg, size_t len) {
+/* The entry whose full (or, setting *tail, short last) packet header this segment has. */
+static entry_t *match(entry_t *entries, Py_ssize_t n, Py_ssize_t *hint, const uint8_t *seg, size_t len, int *tail) {
     if (n == 0 || seg[0] != L.data_vt) return NULL;
     entry_t *e = &entries[*hint];
+    *tail = 0;
     if (len == L.header_size + e->pb && memcmp(seg, e->inv, L.inv_bytes) == 0) return e;
     for (Py_ssize_t i = 0; i < n; i++) {
         e = &entries[i];
         if (len == L.header_size + e->pb && memcmp(seg, e->inv, L.inv_bytes) == 0) {
             *hint = i;
+            return e;
+        }
+        if (e->tail_bytes && len == L.header_size + e->tail_bytes && memcmp(seg, e->inv_tail, L.inv_bytes) == 0) {
+            *tail = 1;
             return e;
         }
     }
@@ -206,6 +219,7 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < nentries; i++) {
         entries[i].placed = 0;
         entries[i].last_seen = 0;
+        entries[i].placed_elems = 0;
     }
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
     if (poll(&pfd, 1, timeout_ms) > 0) {
@@ -254,8 +268,9 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
                     }
                 }
                 if (!consumed && seg_len >= L.header_size) {
-                    entry_t *e = match(entries, nentries, &hint, seg, seg_len);
-                    if (e && place(e, seg)) consumed = 1;
+                    int tail;
+                    entry_t *e = match(entries, nentries, &hint, seg, seg_len, &tail);
+                    if (e && place(e, seg, tail)) consumed = 1;
                 }
                 if (consumed) {
                     if (run_start >= 0) {

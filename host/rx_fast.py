@@ -27,7 +27,7 @@ import numpy as np
 from dlcp.assembler import Assembler, IngestResult
 from dlcp.host.loss import LossInjector
 from dlcp.host.udp import MAX_GSO_BYTES, MAX_GSO_SEGMENTS
-from dlcp.message import Message
+from dlcp.message import Message, MessageKey, MessageSpec
 from dlcp.packetizer import build_headers
 from dlcp.protocol import HEADER_FIELDS, HEADER_SIZE, INVARIANT_BYTES, VERSION, DType, Flag, PacketType
 
@@ -35,12 +35,17 @@ log = logging.getLogger(__name__)
 
 ENTRY_DTYPE = np.dtype(
     {
-        "names": ["inv", "full_rows", "dst", "received", "pb", "epp", "op", "placed", "last_seen", "priority"],
-        "formats": [("u1", 28), "<u4", "<u8", "<u8", "<u4", "<u4", "<u4", "<u4", "<u4", "<u4"],
-        "offsets": [0, 28, 32, 40, 48, 52, 56, 60, 64, 68],
-        "itemsize": 72,
+        "names": [
+            "inv", "full_rows", "dst", "received", "pb", "epp", "op", "tail_bytes", "inv_tail",
+            "placed", "last_seen", "priority", "placed_elems",
+        ],
+        "formats": [
+            ("u1", 28), "<u4", "<u8", "<u8", "<u4", "<u4", "<u4", "<u4", ("u1", 28), "<u4", "<u4", "<u4", "<u8",
+        ],
+        "offsets": [0, 28, 32, 40, 48, 52, 56, 60, 64, 92, 96, 100, 104],
+        "itemsize": 112,
     }
-)
+)  # fmt: skip
 """One expected message, as ``entry_t`` in host/_rx.c."""
 
 MAX_SLOTS = 64
@@ -86,7 +91,7 @@ class FastBatch:
 class FastReceiver:
     """recvmmsg + placement in C for one socket and one assembler (used by one thread)."""
 
-    def __init__(self, sock: socket.socket, seg_size: int, slots: int = 32) -> None:
+    def __init__(self, sock: socket.socket, seg_size: int, slots: int = MAX_SLOTS) -> None:
         mod = _load()
         if mod is None:
             raise RuntimeError("the C receive path (dlcp.host._rx) is not built")
@@ -99,6 +104,7 @@ class FastReceiver:
         self._runs = np.zeros((self.slots * _SEGS_PER_SLOT, 3), dtype=np.int64)
         self._entries = np.zeros(0, dtype=ENTRY_DTYPE)
         self._msgs: list[Message] = []
+        self._rows: dict[MessageKey, tuple[Message, np.void]] = {}
         self._generation = -1
         self._draws = np.zeros(0, dtype=np.uint8)
         self._draw_pos = 0
@@ -111,20 +117,15 @@ class FastReceiver:
         if asm.generation == self._generation:
             return
         msgs = [m for m in asm.pending if _placeable(m)]
-        entries = np.zeros(len(msgs), dtype=ENTRY_DTYPE)
-        for i, m in enumerate(msgs):
-            spec = m.spec
-            token = asm.token_of(spec.key.job_id)
-            row = build_headers(spec, np.zeros(1, dtype=np.int64), token=token or 0, priority=0, last=False)[1][0]
-            e = entries[i]
-            e["inv"] = row[:INVARIANT_BYTES]
-            e["full_rows"] = spec.num_elems // spec.elems_per_packet
-            e["dst"] = m.view.ctypes.data
-            e["received"] = m.received.ctypes.data
-            e["pb"] = spec.packet_bytes
-            e["epp"] = spec.elems_per_packet
-            e["op"] = _OPS[spec.dtype] if m.accumulate else 0
-        self._entries, self._msgs, self._generation = entries, msgs, asm.generation
+        rows = []
+        for m in msgs:
+            cached = self._rows.get(m.key)
+            rows.append(
+                cached[1] if cached is not None and cached[0] is m else _entry(m, asm.token_of(m.key.job_id) or 0)
+            )
+        self._rows = {m.key: (m, row) for m, row in zip(msgs, rows, strict=True)}
+        self._entries = np.array(rows, dtype=ENTRY_DTYPE)
+        self._msgs, self._generation = msgs, asm.generation
 
     def receive(self, timeout_s: float, loss: LossInjector | None) -> FastBatch | None:
         """Wait up to ``timeout_s`` for data and take one batch; ``None`` if nothing came."""
@@ -162,7 +163,9 @@ class FastReceiver:
             e = entries[i]
             msg = self._msgs[i]
             if asm.message(msg.key) is msg:  # not completed or cancelled meanwhile
-                asm.account_placed(batch.result, msg, int(e["placed"]), int(e["priority"]), False, now)
+                asm.account_placed(
+                    batch.result, msg, int(e["placed"]), int(e["priority"]), False, now, int(e["placed_elems"])
+                )
 
     def apply_last(self, asm: Assembler, result: IngestResult, now: float) -> None:
         """The LAST flags C saw in the last batch (after :meth:`account` and the leftover runs)."""
@@ -173,9 +176,29 @@ class FastReceiver:
                 asm.account_placed(result, msg, 0, msg.priority, True, now)
 
 
-def _placeable(msg: Message) -> bool:
-    """Messages the C path can place: at least one full packet, and a reduce op in C if accumulating."""
+def _entry(msg: Message, token: int) -> np.void:
+    """The table entry of one message."""
     spec = msg.spec
-    if spec.num_elems // spec.elems_per_packet == 0:
-        return False
-    return not msg.accumulate or spec.dtype in _OPS
+    full_rows = spec.num_elems // spec.elems_per_packet
+    e = np.zeros(1, dtype=ENTRY_DTYPE)[0]
+    if full_rows:
+        e["inv"] = _header(spec, 0, token)[:INVARIANT_BYTES]
+    if full_rows < spec.pkt_count:  # a short last packet
+        e["tail_bytes"] = spec.last_packet_bytes
+        e["inv_tail"] = _header(spec, spec.pkt_count - 1, token)[:INVARIANT_BYTES]
+    e["full_rows"] = full_rows
+    e["dst"] = msg.view.ctypes.data
+    e["received"] = msg.received.ctypes.data
+    e["pb"] = spec.packet_bytes
+    e["epp"] = spec.elems_per_packet
+    e["op"] = _OPS[spec.dtype] if msg.accumulate else 0
+    return e
+
+
+def _header(spec: MessageSpec, seq: int, token: int) -> np.ndarray:
+    return build_headers(spec, np.array([seq], dtype=np.int64), token=token, priority=0, last=False)[1][0]
+
+
+def _placeable(msg: Message) -> bool:
+    """Messages the C path can place: not empty, and with a reduce op in C if accumulating."""
+    return msg.spec.num_elems > 0 and (not msg.accumulate or msg.spec.dtype in _OPS)

@@ -1,5 +1,6 @@
 """Host transport and collectives on loopback: exactness, bounded loss, replicas, jobs, faults."""
 
+import dataclasses
 import socket
 import time
 
@@ -36,11 +37,16 @@ def inputs(world, n, seed=0):
     return [rng.standard_normal(n).astype(np.float32) for _ in range(world)]
 
 
+NUMPY_PATH = dataclasses.replace(SMALL, fast_path=False)
+"""The receive path without the C module (what runs where it could not be built)."""
+
+
 @pytest.mark.parametrize("world", [2, 4])
 @pytest.mark.parametrize("mode", ["ring", "ps"])
-def test_exact_without_loss(world, mode) -> None:
+@pytest.mark.parametrize("transport", [SMALL, NUMPY_PATH], ids=["c", "numpy"])
+def test_exact_without_loss(world, mode, transport) -> None:
     n = 50_001  # not a multiple of anything: uneven chunks and short last packets
-    eps, colls = group(world, servers=tuple(range(world)) if mode == "ps" else (0,))
+    eps, colls = group(world, servers=tuple(range(world)) if mode == "ps" else (0,), transport=transport)
     try:
         xs = inputs(world, n)
         expected = np.sum(xs, axis=0, dtype=np.float64)
@@ -86,10 +92,11 @@ def powers_of_two(world, n):
 
 
 @pytest.mark.parametrize("world", [2, 4])
-def test_ring_under_injected_loss_stays_within_bound(world) -> None:
+@pytest.mark.parametrize("transport", [SMALL, NUMPY_PATH], ids=["c", "numpy"])
+def test_ring_under_injected_loss_stays_within_bound(world, transport) -> None:
     n, bound = 200_000, 0.02
     policy = Policy(kinds={**Policy().kinds, MessageKind.REDUCE_SCATTER: KindPolicy(loss_bound=bound)})
-    eps, colls = group(world, policy=policy, loss=LossSpec(rate=0.01, seed=3))
+    eps, colls = group(world, policy=policy, loss=LossSpec(rate=0.01, seed=3), transport=transport)
     try:
         xs = powers_of_two(world, n)
         out = run_ranks(lambda r: colls[r].allreduce_ring(xs[r].copy()), world)

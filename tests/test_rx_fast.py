@@ -1,0 +1,198 @@
+"""The C receive path (dlcp.host._rx) against the numpy assembler, over real loopback sockets.
+
+The C path must change nothing but speed: for the same datagrams, message
+buffers, bitmaps, counts and drop counters equal those of the pure-Python
+assembler fed the same datagrams one by one.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import numpy as np
+import pytest
+from support import JOB, TOKEN, packets
+
+from dlcp.assembler import Assembler
+from dlcp.drops import DropReason
+from dlcp.host import rx_fast
+from dlcp.host.loss import LossInjector, LossSpec
+from dlcp.host.udp import open_socket
+from dlcp.message import NUMPY_DTYPE, MessageKey, MessageSpec
+from dlcp.protocol import HEADER_SIZE, DType, MessageKind
+
+pytestmark = pytest.mark.skipif(not rx_fast.available(), reason="dlcp.host._rx was not built (no C compiler?)")
+
+EPP = 64
+
+
+def _spec(msg_id: int, n: int, dtype: DType, kind: MessageKind = MessageKind.PUSH) -> MessageSpec:
+    return MessageSpec(MessageKey(JOB, 1, msg_id, 0), kind, n, EPP, dtype)
+
+
+def _values(n: int, dtype: DType, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if dtype == DType.INT32:
+        return rng.integers(-(2**31), 2**31 - 1, n, dtype=np.int32)  # sums wrap around, as in numpy
+    return rng.standard_normal(n).astype(NUMPY_DTYPE[dtype])
+
+
+class Pair:
+    """A receiving socket with a FastReceiver and a plain sending socket on loopback."""
+
+    def __init__(self) -> None:
+        self.rx = open_socket("127.0.0.1", 0)
+        self.tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.fast = rx_fast.FastReceiver(self.rx, HEADER_SIZE + EPP * 8, slots=8)  # several calls per test
+
+    def close(self) -> None:
+        self.rx.close()
+        self.tx.close()
+
+    def send(self, datagrams: list[bytes]) -> None:
+        for d in datagrams:
+            self.tx.sendto(d, self.rx.getsockname())
+
+    def drain(self, asm: Assembler, loss: LossInjector | None = None, quiet_s: float = 0.2) -> int:
+        """Receive until the socket stays quiet for ``quiet_s``; returns datagrams received."""
+        total = 0
+        deadline = time.monotonic() + quiet_s
+        while time.monotonic() < deadline:
+            self.fast.refresh(asm)
+            got = self.fast.receive(0.02, loss)
+            if got is None:
+                continue
+            deadline = time.monotonic() + quiet_s
+            total += got.datagrams
+            self.fast.account(asm, got, 0.0)
+            for start, nbytes, seg in got.runs:
+                asm.ingest(self.fast.buf[start : start + nbytes], seg_size=seg)
+            self.fast.apply_last(asm, got.result, 0.0)
+        return total
+
+
+@pytest.fixture
+def pair():
+    p = Pair()
+    yield p
+    p.close()
+
+
+def _assembler() -> Assembler:
+    a = Assembler()
+    a.add_job(JOB, TOKEN)
+    return a
+
+
+def _merged(asm: Assembler) -> list[int]:
+    counts = asm.counters.counts.copy()
+    counts[DropReason.DUPLICATE] += counts[DropReason.LATE]
+    counts[DropReason.LATE] = 0
+    return counts.tolist()
+
+
+@pytest.mark.parametrize("dtype", [DType.FLOAT32, DType.FLOAT64, DType.INT32])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_same_result_as_numpy_path(pair: Pair, dtype: DType, accumulate: bool) -> None:
+    rng = np.random.default_rng(int(dtype) * 2 + accumulate)
+    specs = [_spec(1, 64 * 40 + 17, dtype), _spec(2, 64 * 9, dtype)]  # one with a short last packet
+    datagrams: list[bytes] = []
+    for i, spec in enumerate(specs):
+        datagrams += packets(spec, _values(spec.num_elems, dtype, i), last=False).packets()
+    datagrams += datagrams[:5]  # duplicates
+    bad = bytearray(datagrams[3])
+    bad[8] ^= 0xFF  # wrong token
+    datagrams += [bytes(bad), datagrams[7][: HEADER_SIZE + 10], b"\x00" * 7]  # foreign, truncated, garbage
+    rng.shuffle(datagrams)
+
+    def run(asm: Assembler, fast: bool) -> list[np.ndarray]:
+        bufs = [_values(s.num_elems, dtype, 100 + i) for i, s in enumerate(specs)]  # non-zero: adds show
+        msgs = [asm.expect(s, b, accumulate=accumulate) for s, b in zip(specs, bufs, strict=True)]
+        if fast:
+            pair.send(datagrams)
+            assert pair.drain(asm) == len(datagrams)
+        else:
+            for d in datagrams:
+                asm.ingest(d)
+        for m in msgs:
+            assert m.done and m.received_elems == m.spec.num_elems and m.lost_elems == 0
+        return bufs
+
+    ref, c = _assembler(), _assembler()
+    want, got = run(ref, False), run(c, True)
+    for w, g in zip(want, got, strict=True):
+        np.testing.assert_array_equal(g, w)
+    # C books a batch's packets before the rest of it, so a duplicate may find its message
+    # already complete (LATE rather than DUPLICATE): both are the same drop of a repeat.
+    assert _merged(c) == _merged(ref), (c.counters.as_dict(), ref.counters.as_dict())
+    assert c.counters[DropReason.DUPLICATE] + c.counters[DropReason.LATE] == 5
+    assert c.counters[DropReason.BAD_TOKEN] == 1 and c.counters[DropReason.TRUNCATED] == 2
+    assert [m.key for m in c.pending] == [m.key for m in ref.pending] == []  # all complete (bound 0, all sent)
+
+
+def test_gso_batches_are_placed_in_c(pair: Pair) -> None:
+    """A GRO buffer of many segments is placed by C: the assembler sees only what C leaves."""
+    from dlcp.host.udp import MmsgSender
+
+    spec = _spec(3, 64 * 300, DType.FLOAT32)
+    values = _values(spec.num_elems, DType.FLOAT32, 0)
+    asm = _assembler()
+    out = np.zeros_like(values)
+    msg = asm.expect(spec, out)
+    batch = packets(spec, values, last=True)
+    sender = MmsgSender(batch.seg_size, spec.pkt_count)
+    seqs = np.arange(spec.pkt_count)
+    headers = batch.data[:, :HEADER_SIZE].copy()
+    sender.send(pair.tx.fileno(), headers, values.ctypes.data, seqs * spec.packet_bytes,
+                np.full(spec.pkt_count, spec.packet_bytes), pair.rx.getsockname(), 0)  # fmt: skip
+    calls = []
+    orig = asm.ingest
+    asm.ingest = lambda *a, **k: calls.append(a) or orig(*a, **k)  # type: ignore[method-assign]
+    pair.drain(asm)
+    assert msg.done and msg.lost_elems == 0
+    np.testing.assert_array_equal(out, values)
+    assert calls == [], "every segment of a clean GSO batch is the C path's"
+
+
+def test_loss_injection_follows_the_seeded_stream(pair: Pair) -> None:
+    spec = _spec(4, 64 * 200, DType.FLOAT32, MessageKind.ALL_GATHER)
+    values = _values(spec.num_elems, DType.FLOAT32, 0)
+    datagrams = packets(spec, values, last=False).packets()
+    asm = _assembler()
+    out = np.zeros_like(values)
+    msg = asm.expect(spec, out)
+    loss = LossInjector(LossSpec(rate=0.2, seed=5))
+    pair.send(datagrams)
+    pair.drain(asm, loss)
+    expected_drop = LossInjector(LossSpec(rate=0.2, seed=5)).draw(len(datagrams))
+    assert loss.dropped == int(expected_drop.sum()) > 0
+    np.testing.assert_array_equal(msg.received, ~expected_drop)
+    kept = np.repeat(~expected_drop, EPP)
+    np.testing.assert_array_equal(out[kept], values[kept])
+    assert not out[~kept].any(), "dropped packets wrote nothing"
+
+
+def test_hostile_headers_never_write_outside(pair: Pair) -> None:
+    """seq/offset/length lies are left to the assembler, which drops and counts them."""
+    spec = _spec(5, 64 * 10, DType.FLOAT32)
+    values = _values(spec.num_elems, DType.FLOAT32, 0)
+    good = packets(spec, values, last=False).packets()
+    forged = []
+    for seq, offset in ((10, 640), (2**31, 0), (3, 999)):  # past the end, huge, offset not seq * epp
+        raw = bytearray(good[0])
+        raw[32:36] = seq.to_bytes(4, "big")
+        raw[36:40] = offset.to_bytes(4, "big")
+        forged.append(bytes(raw))
+    guard = np.full(spec.num_elems + 2 * EPP, 7.0, dtype=np.float32)
+    out = guard[EPP:-EPP]  # a message buffer with sentinels on both sides
+    asm = _assembler()
+    asm.expect(spec, out)
+    pair.send(forged)
+    pair.drain(asm)  # first, alone: in one batch with the good ones they could find the message complete (LATE)
+    pair.send(good)
+    pair.drain(asm)
+    np.testing.assert_array_equal(out, values)
+    assert (guard[:EPP] == 7.0).all() and (guard[-EPP:] == 7.0).all()
+    bad = asm.counters[DropReason.OUT_OF_RANGE] + asm.counters[DropReason.BAD_LENGTH]
+    assert bad == 3 and asm.counters[DropReason.OK] == len(good)
