@@ -47,7 +47,9 @@
 #define CONTROL_BYTES 64
 #define INV_MAX 64
 
-enum op { OP_STORE = 0, OP_ADD_F32 = 1, OP_ADD_F64 = 2, OP_ADD_I32 = 3 };
+/* OP_STORE_RELIABLE: a stored message with loss bound 0, which completes only when
+ * every packet has arrived; only those are placed directly (see rx_batch). */
+enum op { OP_STORE = 0, OP_ADD_F32 = 1, OP_ADD_F64 = 2, OP_ADD_I32 = 3, OP_STORE_RELIABLE = 4 };
 
 /* One expected message. Mirrors ENTRY_DTYPE in host/rx_fast.py (112 bytes). */
 typedef struct {
@@ -114,7 +116,8 @@ static int place(entry_t *e, const uint8_t *seg, int tail) {
     const uint8_t *src = seg + L.header_size;
     size_t nbytes = tail ? e->tail_bytes : e->pb;
     switch (e->op) {
-    case OP_STORE: memcpy(dst, src, nbytes); break;
+    case OP_STORE:
+    case OP_STORE_RELIABLE: memcpy(dst, src, nbytes); break;
     case OP_ADD_F32: add_f32(dst, src, nbytes / 4); break;
     case OP_ADD_F64: add_f64(dst, src, nbytes / 8); break;
     case OP_ADD_I32: add_i32(dst, src, nbytes / 4); break;
@@ -163,34 +166,70 @@ static PyObject *set_layout(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* Length, GRO segment size and truncation of one received datagram. */
+static void geometry(struct mmsghdr *m, size_t slot_bytes, size_t *len, size_t *gso, int *trunc) {
+    *len = m->msg_len;
+    *trunc = (m->msg_hdr.msg_flags & MSG_TRUNC) != 0;
+    if (*trunc) *len = slot_bytes;
+    *gso = *len;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m->msg_hdr); c; c = CMSG_NXTHDR(&m->msg_hdr, c)) {
+        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+            int g;
+            memcpy(&g, CMSG_DATA(c), sizeof g);
+            if (g > 0) *gso = (size_t)g;
+        }
+    }
+    if (*gso == 0) *gso = *len ? *len : 1;
+}
+
+static int hdr_matches(const entry_t *e, const uint8_t *seg, uint32_t want_seq) {
+    return memcmp(seg, e->inv, L.inv_bytes) == 0 && be32(seg + L.seq_at) == want_seq &&
+           (uint64_t)be32(seg + L.off_at) == (uint64_t)want_seq * e->epp;
+}
+
 /*
- * rx_batch(fd, ring, slot_bytes, nslots, timeout_ms, entries, nentries, runs, drops, drop_pos)
- *   -> (datagrams, nruns, drop_pos, injected, truncated)
+ * rx_batch(fd, ring, slot_bytes, seg_size, nslots, timeout_ms, entries, nentries, runs, drops, drop_pos,
+ *          hint_entry, hint_seq)
+ *   -> (datagrams, nruns, drop_pos, injected, truncated, direct, hint_entry, hint_seq)
  *
  * ring: writable buffer of nslots * slot_bytes; entries: writable buffer of
  * nentries entry_t; runs: writable int64 buffer of at least 3 * nslots *
  * MAX_SEGS_PER_SLOT values, filled with (start, nbytes, seg_size) runs of
  * the ring left for Python; drops: None or a uint8 buffer of loss-injection
  * draws, one consumed per segment from drop_pos (nonzero: drop it if DATA).
+ *
+ * Direct placement. For a reliable stored message (op OP_STORE_RELIABLE) the
+ * next packets usually continue where the last batch stopped (hint_entry,
+ * hint_seq), so slots are posted with a header/payload iovec pair per
+ * segment whose payload half points straight into the message buffer at the
+ * predicted sequence numbers, if those packets are all still missing there.
+ * Pass 1 keeps each segment that is exactly the predicted packet and copies
+ * every other payload back into the ring (restoring the plain layout); pass 2
+ * then handles the ring as if nothing had been predicted. A wrong guess costs
+ * the copy that placement costs anyway; it may leave stray bytes in packets
+ * still missing, which is harmless only because a reliable message
+ * completes when every packet has arrived and overwritten them.
  */
 static PyObject *rx_batch(PyObject *self, PyObject *args) {
     (void)self;
     int fd, timeout_ms;
-    Py_ssize_t slot_bytes, nslots, nentries, drop_pos;
+    Py_ssize_t slot_bytes, seg_size, nslots, nentries, drop_pos, hint_entry, hint_seq;
     Py_buffer ring, ents, runs, drops = {0};
     PyObject *drops_obj;
     if (!L.set) {
         PyErr_SetString(PyExc_RuntimeError, "set_layout() must be called first");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "iw*nniw*nw*On", &fd, &ring, &slot_bytes, &nslots, &timeout_ms, &ents, &nentries,
-                          &runs, &drops_obj, &drop_pos))
+    if (!PyArg_ParseTuple(args, "iw*nnniw*nw*Onnn", &fd, &ring, &slot_bytes, &seg_size, &nslots, &timeout_ms, &ents,
+                          &nentries, &runs, &drops_obj, &drop_pos, &hint_entry, &hint_seq))
         return NULL;
     PyObject *result = NULL;
+    struct iovec *iov = NULL;
     int have_drops = drops_obj != Py_None;
     if (have_drops && PyObject_GetBuffer(drops_obj, &drops, PyBUF_SIMPLE) < 0) goto out;
     if (nslots < 1 || nslots > MAX_SLOTS || slot_bytes < (Py_ssize_t)L.header_size ||
-        ring.len < slot_bytes * nslots) {
+        ring.len < slot_bytes * nslots || seg_size <= (Py_ssize_t)L.header_size || slot_bytes % seg_size ||
+        slot_bytes / seg_size > MAX_SEGS_PER_SLOT) {
         PyErr_SetString(PyExc_ValueError, "ring buffer smaller than nslots * slot_bytes, or bad slot geometry");
         goto out;
     }
@@ -206,6 +245,11 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "drop_pos outside the drops buffer");
         goto out;
     }
+    iov = PyMem_RawMalloc(sizeof(struct iovec) * (size_t)nslots * 2 * MAX_SEGS_PER_SLOT);
+    if (!iov) {
+        PyErr_NoMemory();
+        goto out;
+    }
 
     entry_t *entries = (entry_t *)ents.buf;
     int64_t *out_runs = (int64_t *)runs.buf;
@@ -213,7 +257,8 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
     const uint8_t *draw = have_drops ? (const uint8_t *)drops.buf : NULL;
     Py_ssize_t ndraws = have_drops ? drops.len : 0;
     int n = 0, err = 0;
-    Py_ssize_t nruns = 0, injected = 0, truncated = 0, hint = 0;
+    Py_ssize_t nruns = 0, injected = 0, truncated = 0, direct = 0, cache = 0, out_entry = hint_entry, out_seq = hint_seq;
+    const size_t per = (size_t)(slot_bytes / seg_size), H = L.header_size;
 
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < nentries; i++) {
@@ -224,14 +269,46 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
     if (poll(&pfd, 1, timeout_ms) > 0) {
         struct mmsghdr msgs[MAX_SLOTS];
-        struct iovec iov[MAX_SLOTS];
         uint8_t ctrl[MAX_SLOTS][CONTROL_BYTES] __attribute__((aligned(8)));
+        int predicted[MAX_SLOTS];
+        uint64_t pred_seq[MAX_SLOTS], done_mask[MAX_SLOTS];
+        entry_t *pe = NULL;
+        uint64_t next = 0;
+        if (hint_entry >= 0 && hint_entry < nentries && entries[hint_entry].op == OP_STORE_RELIABLE &&
+            (Py_ssize_t)(H + entries[hint_entry].pb) == seg_size && hint_seq >= 0) {
+            pe = &entries[hint_entry];
+            next = (uint64_t)hint_seq;
+        }
         memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)nslots);
         for (Py_ssize_t i = 0; i < nslots; i++) {
-            iov[i].iov_base = base + i * slot_bytes;
-            iov[i].iov_len = (size_t)slot_bytes;
-            msgs[i].msg_hdr.msg_iov = &iov[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
+            uint8_t *slot = base + i * slot_bytes;
+            struct iovec *v = iov + i * 2 * MAX_SEGS_PER_SLOT;
+            predicted[i] = 0;
+            done_mask[i] = 0;
+            if (pe && next + per <= pe->full_rows) {
+                const uint8_t *rcv = (const uint8_t *)(uintptr_t)pe->received;
+                size_t k = 0;
+                while (k < per && !rcv[next + k]) k++;
+                predicted[i] = k == per;
+            }
+            if (predicted[i]) {
+                uint8_t *dst = (uint8_t *)(uintptr_t)pe->dst;
+                for (size_t k = 0; k < per; k++) {
+                    v[2 * k].iov_base = slot + k * (size_t)seg_size;
+                    v[2 * k].iov_len = H;
+                    v[2 * k + 1].iov_base = dst + (next + k) * pe->pb;
+                    v[2 * k + 1].iov_len = pe->pb;
+                }
+                msgs[i].msg_hdr.msg_iovlen = 2 * per;
+                pred_seq[i] = next;
+                next += per;
+            } else {
+                pe = NULL; /* the guess ran out: plain slots from here */
+                v[0].iov_base = slot;
+                v[0].iov_len = (size_t)slot_bytes;
+                msgs[i].msg_hdr.msg_iovlen = 1;
+            }
+            msgs[i].msg_hdr.msg_iov = v;
             msgs[i].msg_hdr.msg_control = ctrl[i];
             msgs[i].msg_hdr.msg_controllen = CONTROL_BYTES;
         }
@@ -240,37 +317,74 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
             err = errno;
             n = 0;
         }
+        pe = hint_entry >= 0 && hint_entry < nentries ? &entries[hint_entry] : NULL;
+        /* Pass 1: keep the right guesses, copy the rest back into the ring. Draws are
+         * consumed in arrival order, so each segment's index in the stream is fixed here. */
+        Py_ssize_t first_draw[MAX_SLOTS];
+        Py_ssize_t pos = drop_pos;
+        int last_slot = -1;
+        for (int i = 0; i < n; i++) {
+            size_t len, gso;
+            int trunc;
+            geometry(&msgs[i], (size_t)slot_bytes, &len, &gso, &trunc);
+            first_draw[i] = pos;
+            pos += (Py_ssize_t)((len + gso - 1) / gso);
+            if (!predicted[i]) continue;
+            uint8_t *slot = base + (size_t)i * (size_t)slot_bytes;
+            uint8_t *dst = (uint8_t *)(uintptr_t)pe->dst;
+            uint8_t *rcv = (uint8_t *)(uintptr_t)pe->received;
+            for (size_t k = 0; k < per && k * (size_t)seg_size < len; k++) {
+                uint8_t *seg = slot + k * (size_t)seg_size;
+                uint8_t *zone = dst + (pred_seq[i] + k) * pe->pb;
+                size_t have = len - k * (size_t)seg_size;
+                uint64_t seq = pred_seq[i] + k;
+                Py_ssize_t d = first_draw[i] + (Py_ssize_t)k;
+                int dropped = draw && d < ndraws && draw[d] && seg[0] == L.data_vt;
+                if (!trunc && gso == (size_t)seg_size && have >= (size_t)seg_size && !dropped &&
+                    hdr_matches(pe, seg, (uint32_t)seq)) {
+                    rcv[seq] = 1;
+                    pe->placed++;
+                    pe->placed_elems += pe->epp;
+                    pe->priority = seg[L.prio_at];
+                    if (seg[L.flags_at] & L.last_flag) pe->last_seen = 1;
+                    done_mask[i] |= 1ull << k;
+                    direct++;
+                    last_slot = i;
+                    out_seq = (Py_ssize_t)seq + 1;
+                } else if (have > H) {
+                    size_t m = have - H < pe->pb ? have - H : pe->pb;
+                    memmove(seg + H, zone, m);
+                }
+            }
+        }
+        /* Pass 2: every slot in its plain layout; segments kept in pass 1 are skipped. */
         for (int i = 0; i < n; i++) {
             uint8_t *slot = base + (size_t)i * (size_t)slot_bytes;
-            size_t len = msgs[i].msg_len;
-            if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
-                truncated++;
-                len = (size_t)slot_bytes;
-            }
-            size_t gso = len;
-            for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
-                if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
-                    int g;
-                    memcpy(&g, CMSG_DATA(c), sizeof g);
-                    if (g > 0) gso = (size_t)g;
-                }
-            }
-            if (gso == 0) gso = len ? len : 1;
+            size_t len, gso;
+            int trunc;
+            geometry(&msgs[i], (size_t)slot_bytes, &len, &gso, &trunc);
+            if (trunc) truncated++;
+            Py_ssize_t d = first_draw[i];
             int64_t run_start = -1, run_len = 0;
-            for (size_t off = 0; off < len; off += gso) {
+            for (size_t off = 0, j = 0; off < len; off += gso, j++, d++) {
                 size_t seg_len = len - off < gso ? len - off : gso;
                 uint8_t *seg = slot + off;
-                int consumed = 0;
-                if (draw && drop_pos < ndraws) {
-                    if (draw[drop_pos++] && seg_len >= 1 && seg[0] == L.data_vt) {
-                        injected++;
-                        consumed = 1;
-                    }
+                int consumed = j < 64 && (done_mask[i] >> j) & 1;
+                if (!consumed && draw && d < ndraws && draw[d] && seg_len >= 1 && seg[0] == L.data_vt) {
+                    injected++;
+                    consumed = 1;
                 }
-                if (!consumed && seg_len >= L.header_size) {
+                if (!consumed && seg_len >= H) {
                     int tail;
-                    entry_t *e = match(entries, nentries, &hint, seg, seg_len, &tail);
-                    if (e && place(e, seg, tail)) consumed = 1;
+                    entry_t *e = match(entries, nentries, &cache, seg, seg_len, &tail);
+                    if (e && place(e, seg, tail)) {
+                        consumed = 1;
+                        if (i >= last_slot) { /* the latest arrival: where the next batch likely goes on */
+                            last_slot = i;
+                            out_entry = e - entries;
+                            out_seq = (Py_ssize_t)be32(seg + L.seq_at) + 1;
+                        }
+                    }
                 }
                 if (consumed) {
                     if (run_start >= 0) {
@@ -295,6 +409,7 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
                 nruns++;
             }
         }
+        if (draw) drop_pos = pos < ndraws ? pos : ndraws;
     }
     Py_END_ALLOW_THREADS
 
@@ -303,8 +418,9 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         PyErr_SetFromErrno(PyExc_OSError);
         goto out;
     }
-    result = Py_BuildValue("(innnn)", n, nruns, drop_pos, injected, truncated);
+    result = Py_BuildValue("(innnnnnn)", n, nruns, drop_pos, injected, truncated, direct, out_entry, out_seq);
 out:
+    PyMem_RawFree(iov);
     PyBuffer_Release(&ring);
     PyBuffer_Release(&ents);
     PyBuffer_Release(&runs);

@@ -50,7 +50,8 @@ ENTRY_DTYPE = np.dtype(
 
 MAX_SLOTS = 64
 _SEGS_PER_SLOT = 64  # UDP GRO coalesces at most 64 segments
-_OPS = {DType.FLOAT32: 1, DType.FLOAT64: 2, DType.INT32: 3}  # reduce-on-receive ops in C; store is 0
+_STORE, _STORE_RELIABLE = 0, 4
+_OPS = {DType.FLOAT32: 1, DType.FLOAT64: 2, DType.INT32: 3}  # reduce-on-receive ops in C
 _FIELD = {f.name: f for f in HEADER_FIELDS}
 _module: ModuleType | None = None
 _tried = False
@@ -98,6 +99,7 @@ class FastReceiver:
         self._rx = mod
         self.fd = sock.fileno()
         per = max(1, min(MAX_GSO_BYTES // seg_size, MAX_GSO_SEGMENTS))
+        self.seg_size = seg_size
         self.slot_bytes = per * seg_size
         self.slots = min(slots, MAX_SLOTS)
         self.buf = np.zeros(self.slots * self.slot_bytes, dtype=np.uint8)
@@ -105,10 +107,16 @@ class FastReceiver:
         self._entries = np.zeros(0, dtype=ENTRY_DTYPE)
         self._msgs: list[Message] = []
         self._rows: dict[MessageKey, tuple[Message, np.void]] = {}
+        self._index: dict[MessageKey, int] = {}
+        # Where the next packets probably go (direct placement of reliable stored messages).
+        self._hint_key: MessageKey | None = None
+        self._hint_seq = 0
         self._generation = -1
         self._draws = np.zeros(0, dtype=np.uint8)
         self._draw_pos = 0
         self.truncated = 0
+        self.direct = 0
+        """Packets the kernel wrote straight into their message buffer (no copy)."""
         self.calls = 0
         self.datagrams = 0
 
@@ -126,6 +134,7 @@ class FastReceiver:
         self._rows = {m.key: (m, row) for m, row in zip(msgs, rows, strict=True)}
         self._entries = np.array(rows, dtype=ENTRY_DTYPE)
         self._msgs, self._generation = msgs, asm.generation
+        self._index = {m.key: i for i, m in enumerate(msgs)}
 
     def receive(self, timeout_s: float, loss: LossInjector | None) -> FastBatch | None:
         """Wait up to ``timeout_s`` for data and take one batch; ``None`` if nothing came."""
@@ -134,16 +143,19 @@ class FastReceiver:
             fresh = loss.draw(max(need, 4096)).astype(np.uint8)
             self._draws = np.concatenate((self._draws[self._draw_pos :], fresh))
             self._draw_pos = 0
-        n, nruns, pos, injected, truncated = self._rx.rx_batch(
-            self.fd, self.buf, self.slot_bytes, self.slots, max(0, int(timeout_s * 1000)),
+        hint = self._index.get(self._hint_key, -1) if self._hint_key is not None else -1
+        n, nruns, pos, injected, truncated, direct, hint, self._hint_seq = self._rx.rx_batch(
+            self.fd, self.buf, self.slot_bytes, self.seg_size, self.slots, max(0, int(timeout_s * 1000)),
             self._entries, len(self._entries), self._runs, self._draws if loss is not None else None,
-            self._draw_pos,
+            self._draw_pos, hint, self._hint_seq,
         )  # fmt: skip
+        self._hint_key = self._msgs[hint].key if 0 <= hint < len(self._msgs) else None
         if n == 0:
             return None
         self.calls += 1
         self.datagrams += n
         self.truncated += truncated
+        self.direct += direct
         if loss is not None:
             self._draw_pos = pos
             loss.dropped += injected
@@ -191,7 +203,10 @@ def _entry(msg: Message, token: int) -> np.void:
     e["received"] = msg.received.ctypes.data
     e["pb"] = spec.packet_bytes
     e["epp"] = spec.elems_per_packet
-    e["op"] = _OPS[spec.dtype] if msg.accumulate else 0
+    if msg.accumulate:
+        e["op"] = _OPS[spec.dtype]
+    else:  # a message that completes only whole may be received straight into place (host/_rx.c)
+        e["op"] = _STORE_RELIABLE if spec.max_missing_elems == 0 else _STORE
     return e
 
 
