@@ -104,8 +104,8 @@ class Assembler:
         self._jobs: dict[int, _Job] = {}
         self._messages: dict[MessageKey, Message] = {}
         self._completed: OrderedDict[MessageKey, None] = OrderedDict()
-        self.generation = 0
-        """Changes whenever the set of expected messages does (a receive fast path caches it)."""
+        self.generation_cell = np.zeros(1, dtype=np.int64)
+        """:attr:`generation` in memory a receive fast path can watch without the GIL."""
 
     # -- jobs and messages -------------------------------------------------
     def add_job(self, job_id: int, token: int) -> None:
@@ -116,13 +116,13 @@ class Assembler:
         if job_id in self._jobs:
             raise ValueError(f"job {job_id} is already registered")
         self._jobs[job_id] = _Job(token)
-        self.generation += 1
+        self.generation_cell[0] += 1
 
     def remove_job(self, job_id: int) -> None:
         self._jobs.pop(job_id, None)
         for key in [k for k in self._messages if k.job_id == job_id]:
             del self._messages[key]
-        self.generation += 1
+        self.generation_cell[0] += 1
 
     def expect(self, spec: MessageSpec, buffer: np.ndarray, now: float = 0.0, accumulate: bool = False) -> Message:
         """Register a message and the buffer it assembles into; replays stashed early packets.
@@ -151,7 +151,7 @@ class Assembler:
         msg = Message(spec, buffer, now, accumulate)
         self._completed.pop(spec.key, None)
         self._messages[spec.key] = msg
-        self.generation += 1
+        self.generation_cell[0] += 1
         job.bytes_in_use += spec.nbytes
         stashed = job.stash.pop(spec.key, None)
         if stashed:
@@ -175,8 +175,13 @@ class Assembler:
         """Forget a message without completing it (its buffer is left as it is)."""
         msg = self._messages.pop(key, None)
         if msg is not None:
-            self.generation += 1
+            self.generation_cell[0] += 1
             self._release(msg)
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever the set of expected messages does (a receive fast path caches it)."""
+        return int(self.generation_cell[0])
 
     def token_of(self, job_id: int) -> int | None:
         job = self._jobs.get(job_id)
@@ -578,7 +583,7 @@ class Assembler:
         msg.done = True
         self.stats.record(spec.layer, msg.priority, msg.lost_elems * spec.elem_size, spec.nbytes)
         del self._messages[spec.key]
-        self.generation += 1
+        self.generation_cell[0] += 1
         self._release(msg)
         self._completed[spec.key] = None
         while len(self._completed) > self.limits.completed_memory:

@@ -69,7 +69,7 @@ class TransportConfig:
     peer_timeout_s: float = 5.0
     """A peer silent for this long mid-collective is reported dead."""
     fast_path: bool = True
-    """Receive through the C fast path (``dlcp.host._rx``) when it is built; false: the numpy path."""
+    """Receive through the C fast path (``dlcp.host._fastpath``) when it is built; false: the numpy path."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port < 1 << 16:

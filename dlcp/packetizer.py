@@ -161,6 +161,11 @@ class HeaderTemplate:
         self._pb = spec.packet_bytes
         self._last_len = np.array([spec.last_packet_bytes], dtype=">u2").view(np.uint8)
 
+    @property
+    def row(self) -> np.ndarray:
+        """The template header (``HEADER_SIZE`` bytes): per-packet fields zero, length that of a full packet."""
+        return self._row
+
     def build(
         self, seqs: np.ndarray, *, priority: int, drop_class: int, retransmit: bool = False, last: bool = False
     ) -> np.ndarray:

@@ -31,9 +31,9 @@ import numpy as np
 from dlcp.assembler import Assembler, IngestResult
 from dlcp.config import TransportConfig
 from dlcp.host.errors import PeerTimeoutError, TransportError
+from dlcp.host.fastpath import FastReceiver, FastSender, available
 from dlcp.host.loss import LossInjector, LossSpec
 from dlcp.host.pacing import AimdPacer, PacingConfig
-from dlcp.host.rx_fast import FastReceiver, available
 from dlcp.host.udp import MAX_GSO_BYTES, MAX_GSO_SEGMENTS, MmsgSender, RecvRing, open_socket
 from dlcp.limits import Limits
 from dlcp.message import Message, MessageKey, MessageSpec
@@ -166,9 +166,11 @@ class Endpoint:
         ]
         self._spray_next = itertools.cycle(range(len(self._spray)))
         self._fast: FastReceiver | None = None
+        self._tx: FastSender | None = None
         self._ring: RecvRing | None = None
         if self.cfg.fast_path and available():
             self._fast = FastReceiver(self.sock, self.seg_size)
+            self._tx = FastSender(self.seg_size)
         else:
             self._ring = RecvRing(self.sock, self.seg_size)
         self._per_build = min(MAX_GSO_BYTES // self.seg_size, MAX_GSO_SEGMENTS) * 64  # about 4 MB per batch
@@ -357,14 +359,21 @@ class Endpoint:
         retransmit: bool,
         last: bool,
     ) -> None:
-        headers = template.build(seqs, priority=priority, drop_class=drop_class, retransmit=retransmit, last=last)
         pb = spec.packet_bytes
+        sock = self._spray[next(self._spray_next)]
+        tos = tos_for(priority, drop_class)
+        if self._tx is not None:
+            self.pacer.wait((HEADER_SIZE + pb) * seqs.size)
+            self._tx.send(
+                sock.fileno(), template, values, seqs, self.addresses[dst], priority=priority,
+                drop_class=drop_class, tos=tos, retransmit=retransmit, last=last,
+            )  # fmt: skip
+            return
+        headers = template.build(seqs, priority=priority, drop_class=drop_class, retransmit=retransmit, last=last)
         lengths = np.where(seqs == spec.pkt_count - 1, spec.last_packet_bytes, pb)
         self.pacer.wait(int(lengths.sum()) + HEADER_SIZE * seqs.size)
-        sock = self._spray[next(self._spray_next)]
         self._sender.send(
-            sock.fileno(), headers, values.ctypes.data, seqs * pb, lengths, self.addresses[dst],
-            tos_for(priority, drop_class),
+            sock.fileno(), headers, values.ctypes.data, seqs * pb, lengths, self.addresses[dst], tos,
         )  # fmt: skip
 
     def _timeout_error(self, peer: int, what: str) -> PeerTimeoutError:

@@ -1,8 +1,8 @@
-"""The C receive fast path (``dlcp.host._rx``) and its bookkeeping.
+"""The C data path (``dlcp.host._fastpath``): receive with placement, and send.
 
 :class:`FastReceiver` keeps a table of the assembler's expected messages
 (rebuilt whenever :attr:`Assembler.generation` changes) and calls
-``_rx.rx_batch``, which receives one ``recvmmsg`` batch and, without the GIL,
+``_fastpath.rx_batch``, which receives one ``recvmmsg`` batch and, without the GIL,
 stores or adds every ordinary full-size DATA packet of a message in the table
 straight into its buffer. It then books those packets in the assembler
 (:meth:`Assembler.account_placed`: one completion rule) and returns the rest
@@ -11,7 +11,7 @@ them as if the fast path did not exist. Loss injection draws one decision per
 segment in the same way as :class:`~dlcp.host.loss.LossInjector` does on the
 numpy path.
 
-The module is optional (built from ``host/_rx.c`` at install time);
+The module is optional (built from ``host/_fastpath.c`` at install time);
 :func:`available` says whether it was.
 """
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import struct
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -28,7 +29,7 @@ from dlcp.assembler import Assembler, IngestResult
 from dlcp.host.loss import LossInjector
 from dlcp.host.udp import MAX_GSO_BYTES, MAX_GSO_SEGMENTS
 from dlcp.message import Message, MessageKey, MessageSpec
-from dlcp.packetizer import build_headers
+from dlcp.packetizer import HeaderTemplate, build_headers
 from dlcp.protocol import HEADER_FIELDS, HEADER_SIZE, INVARIANT_BYTES, VERSION, DType, Flag, PacketType
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ ENTRY_DTYPE = np.dtype(
         "itemsize": 112,
     }
 )  # fmt: skip
-"""One expected message, as ``entry_t`` in host/_rx.c."""
+"""One expected message, as ``entry_t`` in host/_fastpath.c."""
 
 MAX_SLOTS = 64
 _SEGS_PER_SLOT = 64  # UDP GRO coalesces at most 64 segments
@@ -62,15 +63,16 @@ def _load() -> ModuleType | None:
     if not _tried:
         _tried = True
         try:
-            from dlcp.host import _rx  # type: ignore[attr-defined]
+            from dlcp.host import _fastpath  # type: ignore[attr-defined]
         except ImportError as exc:
             log.info("C receive path not built (%s): using the numpy path", exc)
         else:
-            _rx.set_layout(
+            _fastpath.set_layout(
                 HEADER_SIZE, INVARIANT_BYTES, _FIELD["flags"].offset, _FIELD["priority"].offset,
-                _FIELD["seq"].offset, _FIELD["offset"].offset, int(Flag.LAST), (VERSION << 4) | PacketType.DATA,
+                _FIELD["drop_class"].offset, _FIELD["seq"].offset, _FIELD["offset"].offset, _FIELD["length"].offset,
+                int(Flag.LAST), (VERSION << 4) | PacketType.DATA,
             )  # fmt: skip
-            _module = _rx
+            _module = _fastpath
     return _module
 
 
@@ -95,8 +97,8 @@ class FastReceiver:
     def __init__(self, sock: socket.socket, seg_size: int, slots: int = MAX_SLOTS) -> None:
         mod = _load()
         if mod is None:
-            raise RuntimeError("the C receive path (dlcp.host._rx) is not built")
-        self._rx = mod
+            raise RuntimeError("the C receive path (dlcp.host._fastpath) is not built")
+        self._c = mod
         self.fd = sock.fileno()
         per = max(1, min(MAX_GSO_BYTES // seg_size, MAX_GSO_SEGMENTS))
         self.seg_size = seg_size
@@ -112,6 +114,7 @@ class FastReceiver:
         self._hint_key: MessageKey | None = None
         self._hint_seq = 0
         self._generation = -1
+        self._gen_cell = np.full(1, -2, dtype=np.int64)  # never equal: refresh() must run first
         self._draws = np.zeros(0, dtype=np.uint8)
         self._draw_pos = 0
         self.truncated = 0
@@ -134,6 +137,7 @@ class FastReceiver:
         self._rows = {m.key: (m, row) for m, row in zip(msgs, rows, strict=True)}
         self._entries = np.array(rows, dtype=ENTRY_DTYPE)
         self._msgs, self._generation = msgs, asm.generation
+        self._gen_cell = asm.generation_cell
         self._index = {m.key: i for i, m in enumerate(msgs)}
 
     def receive(self, timeout_s: float, loss: LossInjector | None) -> FastBatch | None:
@@ -144,10 +148,10 @@ class FastReceiver:
             self._draws = np.concatenate((self._draws[self._draw_pos :], fresh))
             self._draw_pos = 0
         hint = self._index.get(self._hint_key, -1) if self._hint_key is not None else -1
-        n, nruns, pos, injected, truncated, direct, hint, self._hint_seq = self._rx.rx_batch(
+        n, nruns, pos, injected, truncated, direct, hint, self._hint_seq = self._c.rx_batch(
             self.fd, self.buf, self.slot_bytes, self.seg_size, self.slots, max(0, int(timeout_s * 1000)),
             self._entries, len(self._entries), self._runs, self._draws if loss is not None else None,
-            self._draw_pos, hint, self._hint_seq,
+            self._draw_pos, hint, self._hint_seq, self._gen_cell, self._generation,
         )  # fmt: skip
         self._hint_key = self._msgs[hint].key if 0 <= hint < len(self._msgs) else None
         if n == 0:
@@ -188,6 +192,46 @@ class FastReceiver:
                 asm.account_placed(result, msg, 0, msg.priority, True, now)
 
 
+class FastSender:
+    """Sends packets of a message with one C call: headers from a template, GSO, sendmmsg, no GIL."""
+
+    def __init__(self, seg_size: int) -> None:
+        mod = _load()
+        if mod is None:
+            raise RuntimeError("the C data path (dlcp.host._fastpath) is not built")
+        self._c = mod
+        self.seg_size = seg_size
+        self.refused = 0
+        self._ips: dict[str, int] = {}
+
+    def send(
+        self,
+        fd: int,
+        template: HeaderTemplate,
+        values: np.ndarray,
+        seqs: np.ndarray,
+        addr: tuple[str, int],
+        *,
+        priority: int,
+        drop_class: int,
+        tos: int,
+        retransmit: bool = False,
+        last: bool = False,
+    ) -> int:
+        """Send packets ``seqs`` (sorted) of ``template.spec`` read from ``values``; returns packets sent."""
+        spec = template.spec
+        ip = self._ips.get(addr[0])
+        if ip is None:
+            ip = self._ips[addr[0]] = struct.unpack("!I", socket.inet_aton(addr[0]))[0]
+        sent, refused = self._c.tx_send(
+            fd, template.row, values, np.ascontiguousarray(seqs, dtype=np.int64), spec.packet_bytes,
+            spec.elems_per_packet, spec.pkt_count, spec.last_packet_bytes, int(Flag.RETX) if retransmit else 0,
+            priority, drop_class, last, ip, addr[1], tos, self.seg_size,
+        )  # fmt: skip
+        self.refused += refused
+        return int(sent)
+
+
 def _entry(msg: Message, token: int) -> np.void:
     """The table entry of one message."""
     spec = msg.spec
@@ -205,7 +249,7 @@ def _entry(msg: Message, token: int) -> np.void:
     e["epp"] = spec.elems_per_packet
     if msg.accumulate:
         e["op"] = _OPS[spec.dtype]
-    else:  # a message that completes only whole may be received straight into place (host/_rx.c)
+    else:  # a message that completes only whole may be received straight into place (host/_fastpath.c)
         e["op"] = _STORE_RELIABLE if spec.max_missing_elems == 0 else _STORE
     return e
 

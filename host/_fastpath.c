@@ -1,5 +1,5 @@
 /*
- * dlcp.host._rx: the receive fast path of a DLCP endpoint, in C.
+ * dlcp.host._fastpath: the receive fast path of a DLCP endpoint, in C.
  *
  * One call of rx_batch() waits for data, takes up to `nslots` datagrams (GRO
  * buffers) with one recvmmsg, and places every segment that is an ordinary
@@ -34,6 +34,10 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <arpa/inet.h>
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
 
 #ifndef SOL_UDP
 #define SOL_UDP 17
@@ -46,12 +50,14 @@
 #define MAX_SEGS_PER_SLOT 64
 #define CONTROL_BYTES 64
 #define INV_MAX 64
+#define HDR_MAX 64
+#define TX_BATCH 64 /* datagrams (GSO groups) per sendmmsg */
 
 /* OP_STORE_RELIABLE: a stored message with loss bound 0, which completes only when
  * every packet has arrived; only those are placed directly (see rx_batch). */
 enum op { OP_STORE = 0, OP_ADD_F32 = 1, OP_ADD_F64 = 2, OP_ADD_I32 = 3, OP_STORE_RELIABLE = 4 };
 
-/* One expected message. Mirrors ENTRY_DTYPE in host/rx_fast.py (112 bytes). */
+/* One expected message. Mirrors ENTRY_DTYPE in host/fastpath.py (112 bytes). */
 typedef struct {
     uint8_t inv[28];      /* header bytes [0, inv_bytes) of a full packet */
     uint32_t full_rows;   /* packets 0 .. full_rows-1 are full; packet full_rows is the short tail, if any */
@@ -72,7 +78,7 @@ _Static_assert(sizeof(entry_t) == 112, "entry_t must match ENTRY_DTYPE");
 
 static struct {
     int set;
-    unsigned header_size, inv_bytes, flags_at, prio_at, seq_at, off_at, last_flag, data_vt;
+    unsigned header_size, inv_bytes, flags_at, prio_at, drop_at, seq_at, off_at, len_at, last_flag, data_vt;
 } L;
 
 static inline uint32_t be32(const uint8_t *p) {
@@ -153,10 +159,11 @@ static entry_t *match(entry_t *entries, Py_ssize_t n, Py_ssize_t *hint, const ui
 
 static PyObject *set_layout(PyObject *self, PyObject *args) {
     (void)self;
-    if (!PyArg_ParseTuple(args, "IIIIIIII", &L.header_size, &L.inv_bytes, &L.flags_at, &L.prio_at, &L.seq_at,
-                          &L.off_at, &L.last_flag, &L.data_vt))
+    if (!PyArg_ParseTuple(args, "IIIIIIIIII", &L.header_size, &L.inv_bytes, &L.flags_at, &L.prio_at, &L.drop_at,
+                          &L.seq_at, &L.off_at, &L.len_at, &L.last_flag, &L.data_vt))
         return NULL;
     if (L.inv_bytes > INV_MAX || L.inv_bytes > 28 || L.flags_at >= L.header_size || L.prio_at >= L.header_size ||
+        L.drop_at >= L.header_size || L.len_at + 2 > L.header_size || L.header_size > HDR_MAX ||
         L.seq_at + 4 > L.header_size || L.off_at + 4 > L.header_size) {
         L.set = 0;
         PyErr_SetString(PyExc_ValueError, "header layout does not fit the header");
@@ -189,7 +196,7 @@ static int hdr_matches(const entry_t *e, const uint8_t *seg, uint32_t want_seq) 
 
 /*
  * rx_batch(fd, ring, slot_bytes, seg_size, nslots, timeout_ms, entries, nentries, runs, drops, drop_pos,
- *          hint_entry, hint_seq)
+ *          hint_entry, hint_seq, generation, table_generation)
  *   -> (datagrams, nruns, drop_pos, injected, truncated, direct, hint_entry, hint_seq)
  *
  * ring: writable buffer of nslots * slot_bytes; entries: writable buffer of
@@ -197,6 +204,10 @@ static int hdr_matches(const entry_t *e, const uint8_t *seg, uint32_t want_seq) 
  * MAX_SEGS_PER_SLOT values, filled with (start, nbytes, seg_size) runs of
  * the ring left for Python; drops: None or a uint8 buffer of loss-injection
  * draws, one consumed per segment from drop_pos (nonzero: drop it if DATA).
+ * generation: an int64 buffer the assembler bumps whenever its expected
+ * messages change; if it no longer equals table_generation when data arrives,
+ * the call returns without receiving, so the caller rebuilds the table first
+ * (a message posted while this thread waited is then placed here, not by Python).
  *
  * Direct placement. For a reliable stored message (op OP_STORE_RELIABLE) the
  * next packets usually continue where the last batch stopped (hint_entry,
@@ -214,14 +225,15 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
     (void)self;
     int fd, timeout_ms;
     Py_ssize_t slot_bytes, seg_size, nslots, nentries, drop_pos, hint_entry, hint_seq;
-    Py_buffer ring, ents, runs, drops = {0};
+    long long table_gen;
+    Py_buffer ring, ents, runs, gen, drops = {0};
     PyObject *drops_obj;
     if (!L.set) {
         PyErr_SetString(PyExc_RuntimeError, "set_layout() must be called first");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "iw*nnniw*nw*Onnn", &fd, &ring, &slot_bytes, &seg_size, &nslots, &timeout_ms, &ents,
-                          &nentries, &runs, &drops_obj, &drop_pos, &hint_entry, &hint_seq))
+    if (!PyArg_ParseTuple(args, "iw*nnniw*nw*Onnny*L", &fd, &ring, &slot_bytes, &seg_size, &nslots, &timeout_ms,
+                          &ents, &nentries, &runs, &drops_obj, &drop_pos, &hint_entry, &hint_seq, &gen, &table_gen))
         return NULL;
     PyObject *result = NULL;
     struct iovec *iov = NULL;
@@ -239,6 +251,10 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
     }
     if (runs.len < (Py_ssize_t)(3 * sizeof(int64_t)) * nslots * MAX_SEGS_PER_SLOT) {
         PyErr_SetString(PyExc_ValueError, "runs buffer too small");
+        goto out;
+    }
+    if (gen.len < (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "generation buffer smaller than one int64");
         goto out;
     }
     if (have_drops && (drop_pos < 0 || drop_pos > drops.len)) {
@@ -267,7 +283,8 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         entries[i].placed_elems = 0;
     }
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    if (poll(&pfd, 1, timeout_ms) > 0) {
+    const volatile int64_t *generation = (const volatile int64_t *)gen.buf;
+    if (poll(&pfd, 1, timeout_ms) > 0 && *generation == (int64_t)table_gen) {
         struct mmsghdr msgs[MAX_SLOTS];
         uint8_t ctrl[MAX_SLOTS][CONTROL_BYTES] __attribute__((aligned(8)));
         int predicted[MAX_SLOTS];
@@ -424,19 +441,190 @@ out:
     PyBuffer_Release(&ring);
     PyBuffer_Release(&ents);
     PyBuffer_Release(&runs);
+    PyBuffer_Release(&gen);
     if (have_drops && drops.obj) PyBuffer_Release(&drops);
     return result;
 }
 
+static inline void put_be32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+/*
+ * tx_send(fd, template, payload, seqs, pb, epp, pkt_count, last_bytes, flags, priority, drop_class, last,
+ *         ip, port, tos, seg_size) -> (packets, refused)
+ *
+ * Sends packets `seqs` (int64, sorted) of one message whose elements are
+ * `payload`: headers are the 40-byte `template` with flags, priority, drop
+ * class, seq and offset filled in (and the length of the last packet, which
+ * carries `last_bytes` rather than `pb`),
+ * payloads are gathered from `payload` (no copy), grouped into GSO datagrams
+ * of up to 64 KB, sendmmsg'd TX_BATCH at a time with the IP TOS byte -- all
+ * without the GIL. `last`: set the LAST flag on the final packet. A full
+ * socket buffer is waited out (poll); a peer's ICMP port-unreachable drops
+ * that datagram and is counted in `refused`.
+ */
+static PyObject *tx_send(PyObject *self, PyObject *args) {
+    (void)self;
+    int fd, flags, priority, drop_class, last, tos;
+    unsigned ip, port;
+    Py_ssize_t pb, epp, pkt_count, last_bytes, seg_size;
+    Py_buffer tmpl, payload, seqs_buf;
+    if (!L.set) {
+        PyErr_SetString(PyExc_RuntimeError, "set_layout() must be called first");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "iy*y*y*nnnniiiiIIin", &fd, &tmpl, &payload, &seqs_buf, &pb, &epp, &pkt_count,
+                          &last_bytes, &flags, &priority, &drop_class, &last, &ip, &port, &tos, &seg_size))
+        return NULL;
+    PyObject *result = NULL;
+    uint8_t *hdrs = NULL;
+    struct iovec *iov = NULL;
+    const int64_t *seqs = (const int64_t *)seqs_buf.buf;
+    Py_ssize_t k = seqs_buf.len / (Py_ssize_t)sizeof(int64_t);
+    const size_t H = L.header_size;
+    if (tmpl.len != (Py_ssize_t)H || pb <= 0 || epp <= 0 || pkt_count <= 0 || last_bytes < 0 || last_bytes > pb ||
+        seg_size != (Py_ssize_t)H + pb || port > 65535) {
+        PyErr_SetString(PyExc_ValueError, "tx_send: inconsistent header template, packet sizes or address");
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        int64_t q = seqs[i];
+        Py_ssize_t len = q == pkt_count - 1 ? last_bytes : pb;
+        if (q < 0 || q >= pkt_count || (i && q <= seqs[i - 1]) || q * pb + len > payload.len) {
+            PyErr_Format(PyExc_ValueError, "tx_send: seq %lld out of order or outside the payload", (long long)q);
+            goto out;
+        }
+    }
+    size_t per = (size_t)(65000 / seg_size);
+    if (per > 64) per = 64;
+    if (per < 1) per = 1;
+    hdrs = PyMem_RawMalloc((size_t)(k ? k : 1) * H);
+    iov = PyMem_RawMalloc(sizeof(struct iovec) * TX_BATCH * 2 * per);
+    if (!hdrs || !iov) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    Py_ssize_t sent = 0, refused = 0;
+    int err = 0;
+
+    Py_BEGIN_ALLOW_THREADS
+    const uint8_t *base = (const uint8_t *)payload.buf;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        uint8_t *h = hdrs + (size_t)i * H;
+        uint32_t q = (uint32_t)seqs[i];
+        memcpy(h, tmpl.buf, H);
+        h[L.flags_at] = (uint8_t)(flags | (last && i == k - 1 ? (int)L.last_flag : 0));
+        h[L.prio_at] = (uint8_t)priority;
+        h[L.drop_at] = (uint8_t)drop_class;
+        put_be32(h + L.seq_at, q);
+        put_be32(h + L.off_at, (uint32_t)((uint64_t)q * (uint64_t)epp));
+        if ((Py_ssize_t)q == pkt_count - 1 && last_bytes != pb) {
+            h[L.len_at] = (uint8_t)(last_bytes >> 8);
+            h[L.len_at + 1] = (uint8_t)last_bytes;
+        }
+    }
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(ip)};
+    union {
+        char buf[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint16_t))];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct cmsghdr *c = (struct cmsghdr *)ctl.buf;
+    c->cmsg_level = IPPROTO_IP;
+    c->cmsg_type = IP_TOS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &tos, sizeof(int));
+    c = (struct cmsghdr *)(ctl.buf + CMSG_SPACE(sizeof(int)));
+    c->cmsg_level = SOL_UDP;
+    c->cmsg_type = UDP_SEGMENT;
+    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    uint16_t gso = (uint16_t)seg_size;
+    memcpy(CMSG_DATA(c), &gso, sizeof gso);
+
+    struct mmsghdr mm[TX_BATCH];
+    Py_ssize_t i = 0;
+    while (i < k && !err) {
+        int nmsg = 0;
+        size_t nio = 0;
+        Py_ssize_t first = i;
+        while (nmsg < TX_BATCH && i < k) {
+            size_t count = 0;
+            struct iovec *v = iov + nio;
+            while (count < per && i < k) {
+                int64_t q = seqs[i];
+                size_t len = q == pkt_count - 1 ? (size_t)last_bytes : (size_t)pb;
+                v[2 * count].iov_base = hdrs + (size_t)i * H;
+                v[2 * count].iov_len = H;
+                v[2 * count + 1].iov_base = (void *)(base + (size_t)q * (size_t)pb);
+                v[2 * count + 1].iov_len = len;
+                count++;
+                i++;
+                if (len != (size_t)pb) break; /* GSO: only a datagram's final segment may be short */
+            }
+            memset(&mm[nmsg], 0, sizeof mm[nmsg]);
+            mm[nmsg].msg_hdr.msg_name = &to;
+            mm[nmsg].msg_hdr.msg_namelen = sizeof to;
+            mm[nmsg].msg_hdr.msg_iov = v;
+            mm[nmsg].msg_hdr.msg_iovlen = 2 * count;
+            mm[nmsg].msg_hdr.msg_control = ctl.buf;
+            /* A lone packet goes without UDP_SEGMENT (only the IP_TOS cmsg). */
+            mm[nmsg].msg_hdr.msg_controllen = count > 1 ? sizeof ctl.buf : CMSG_SPACE(sizeof(int));
+            nio += 2 * count;
+            nmsg++;
+        }
+        int done = 0;
+        while (done < nmsg) {
+            int r = sendmmsg(fd, mm + done, (unsigned)(nmsg - done), 0);
+            if (r < 0) {
+                if (errno == EINTR) continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
+                    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+                    poll(&pfd, 1, 10);
+                    continue;
+                }
+                if (errno == ECONNREFUSED) { /* that datagram is lost; the transport's timers notice */
+                    refused++;
+                    done++;
+                    continue;
+                }
+                err = errno;
+                break;
+            }
+            done += r;
+        }
+        sent += i - first;
+    }
+    Py_END_ALLOW_THREADS
+
+    if (err) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+        goto out;
+    }
+    result = Py_BuildValue("(nn)", sent, refused);
+out:
+    PyMem_RawFree(hdrs);
+    PyMem_RawFree(iov);
+    PyBuffer_Release(&tmpl);
+    PyBuffer_Release(&payload);
+    PyBuffer_Release(&seqs_buf);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"tx_send", tx_send, METH_VARARGS, "Send packets of one message: headers, GSO and sendmmsg in C."},
     {"set_layout", set_layout, METH_VARARGS, "Header field offsets from dlcp.protocol."},
     {"rx_batch", rx_batch, METH_VARARGS, "One recvmmsg batch with the common case placed in C."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    .m_base = PyModuleDef_HEAD_INIT, .m_name = "_rx", .m_doc = "DLCP receive fast path.", .m_size = -1,
+    .m_base = PyModuleDef_HEAD_INIT, .m_name = "_fastpath", .m_doc = "The DLCP data path in C.", .m_size = -1,
     .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__rx(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__fastpath(void) { return PyModule_Create(&module); }

@@ -1,4 +1,4 @@
-"""The C receive path (dlcp.host._rx) against the numpy assembler, over real loopback sockets.
+"""The C receive path (dlcp.host._fastpath) against the numpy assembler, over real loopback sockets.
 
 The C path must change nothing but speed: for the same datagrams, message
 buffers, bitmaps, counts and drop counters equal those of the pure-Python
@@ -16,14 +16,14 @@ from support import JOB, TOKEN, packets
 
 from dlcp.assembler import Assembler
 from dlcp.drops import DropReason
-from dlcp.host import rx_fast
+from dlcp.host import fastpath
 from dlcp.host.loss import LossInjector, LossSpec
 from dlcp.host.udp import open_socket
 from dlcp.message import NUMPY_DTYPE, MessageKey, MessageSpec
 from dlcp.protocol import HEADER_SIZE, DType, MessageKind, PacketType
 from dlcp.wire import Header
 
-pytestmark = pytest.mark.skipif(not rx_fast.available(), reason="dlcp.host._rx was not built (no C compiler?)")
+pytestmark = pytest.mark.skipif(not fastpath.available(), reason="dlcp.host._fastpath was not built (no C compiler?)")
 
 EPP = 64
 
@@ -46,7 +46,7 @@ class Pair:
         self.rx = open_socket("127.0.0.1", 0)
         self.tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         # float32 packets fill the slots exactly; several calls per test
-        self.fast = rx_fast.FastReceiver(self.rx, HEADER_SIZE + EPP * 4, slots=8)
+        self.fast = fastpath.FastReceiver(self.rx, HEADER_SIZE + EPP * 4, slots=8)
 
     def close(self) -> None:
         self.rx.close()
@@ -232,3 +232,59 @@ def test_hostile_headers_never_write_outside(pair: Pair) -> None:
     assert (guard[:EPP] == 7.0).all() and (guard[-EPP:] == 7.0).all()
     bad = asm.counters[DropReason.OUT_OF_RANGE] + asm.counters[DropReason.BAD_LENGTH]
     assert bad == 3 and asm.counters[DropReason.OK] == len(good)
+
+
+def _recv_all(sock: socket.socket, n: int) -> list[tuple[bytes, int]]:
+    """``n`` datagrams with the TOS byte each arrived with."""
+    out = []
+    sock.settimeout(2.0)
+    for _ in range(n):
+        data, anc, _flags, _addr = sock.recvmsg(1 << 16, socket.CMSG_SPACE(4))
+        tos = [c[2][0] for c in anc if c[0] == socket.IPPROTO_IP and c[1] == socket.IP_TOS]
+        out.append((data, tos[0] if tos else -1))
+    return out
+
+
+@pytest.mark.parametrize(("retransmit", "last"), [(False, True), (True, False)])
+def test_sender_builds_the_same_packets_as_the_packetizer(retransmit: bool, last: bool) -> None:
+    from dlcp.host.fastpath import FastSender
+    from dlcp.packetizer import HeaderTemplate
+    from dlcp.protocol import tos_for
+
+    spec = _spec(8, 64 * 30 + 5, DType.FLOAT32)  # a short last packet
+    values = _values(spec.num_elems, DType.FLOAT32, 3)
+    seqs = np.array([0, 1, 2, 7, 8, 9, 10, 11, 12, 13, 14, 15, 29, 30])
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # no GRO: one datagram per packet
+    rx.bind(("127.0.0.1", 0))
+    rx.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        sent = FastSender(HEADER_SIZE + spec.packet_bytes).send(
+            tx.fileno(), HeaderTemplate(spec, TOKEN), values, seqs, rx.getsockname(), priority=5, drop_class=2,
+            tos=tos_for(5, 2), retransmit=retransmit, last=last,
+        )  # fmt: skip
+        assert sent == len(seqs)
+        got = _recv_all(rx, len(seqs))
+    finally:
+        rx.close()
+        tx.close()
+    want = packets(spec, values, seqs=seqs, priority=5, drop_classes=2, retransmit=retransmit, last=last).packets()
+    assert [d for d, _ in got] == want
+    assert {t for _, t in got} == {tos_for(5, 2)}
+
+
+def test_sender_refuses_seqs_outside_the_message() -> None:
+    from dlcp.host.fastpath import FastSender
+    from dlcp.packetizer import HeaderTemplate
+
+    spec = _spec(9, 64 * 4, DType.FLOAT32)
+    values = _values(spec.num_elems, DType.FLOAT32, 0)
+    sender = FastSender(HEADER_SIZE + spec.packet_bytes)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        for bad in ([4], [2, 1], [-1]):
+            with pytest.raises(ValueError, match="seq"):
+                sender.send(tx.fileno(), HeaderTemplate(spec, TOKEN), values, np.array(bad), ("127.0.0.1", 9),
+                            priority=0, drop_class=0, tos=0)  # fmt: skip
+        with pytest.raises(ValueError, match="seq"):  # a payload shorter than the message
+            sender.send(tx.fileno(), HeaderTemplate(spec, TOKEN), values[:100], np.array([3]), ("127.0.0.1", 9),
+                        priority=0, drop_class=0, tos=0)  # fmt: skip
