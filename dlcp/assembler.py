@@ -81,6 +81,8 @@ class IngestResult:
     dropped: int = 0
     sources: set[int] = field(default_factory=set)
     """Sender ranks of accepted data packets (liveness evidence for the transport)."""
+    progressed: list[Message] = field(default_factory=list)
+    """Messages that took new data packets and are not complete yet."""
 
 
 class _Job:
@@ -400,8 +402,11 @@ class Assembler:
         if msg.ready:
             self._finish(msg)
             result.completed.append(msg)
-        elif msg.sender_done and msg.needs_retransmit:
-            result.nack.append(msg)
+        else:
+            if n:
+                result.progressed.append(msg)
+            if msg.sender_done and msg.needs_retransmit:
+                result.nack.append(msg)
 
     def _drop(self, result: IngestResult, reason: DropReason, n: int) -> None:
         self.counters.add(reason, n)
@@ -539,8 +544,11 @@ class Assembler:
         if msg.ready:
             self._finish(msg)
             result.completed.append(msg)
-        elif msg.needs_retransmit and (msg.sender_done or trimmed.any()):
-            result.nack.append(msg)
+        else:
+            if dseq.size and fresh.any():
+                result.progressed.append(msg)
+            if msg.needs_retransmit and (msg.sender_done or trimmed.any()):
+                result.nack.append(msg)
 
     def _copy(
         self, msg: Message, buf: np.ndarray, pos: np.ndarray, seq: np.ndarray, length: np.ndarray, seg_size: int

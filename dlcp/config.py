@@ -68,6 +68,9 @@ class TransportConfig:
     """Number of UDP source ports a sender sprays packets over (per-packet ECMP entropy)."""
     peer_timeout_s: float = 5.0
     """A peer silent for this long mid-collective is reported dead."""
+    reorder_window: int = 64
+    """Packets a receiver of a reliable message lets arrive past a gap before it asks for
+    the missing packet (a NACK during the first pass); 0: never, wait for the sender's probe."""
     fast_path: bool = True
     """Receive through the C fast path (``dlcp.host._fastpath``) when it is built; false: the numpy path."""
 
@@ -78,6 +81,8 @@ class TransportConfig:
             raise ValueError(f"payload_bytes must be in 4..65000, got {self.payload_bytes}")
         if self.spray_ports < 1:
             raise ValueError(f"spray_ports must be >= 1, got {self.spray_ports}")
+        if self.reorder_window < 0:
+            raise ValueError(f"reorder_window must be >= 0, got {self.reorder_window}")
         if self.peer_timeout_s <= 0:
             raise ValueError(f"peer_timeout_s must be positive, got {self.peer_timeout_s}")
 

@@ -49,6 +49,9 @@ class Flag(enum.IntFlag):
     """This data packet is a retransmission."""
     FINAL = 0x04
     """On BITMAP/STOP: this is the last chunk of the bitmap."""
+    NACK = 0x08
+    """On BITMAP: sent unasked while the message is still arriving; its zero bits are
+    packets the receiver takes for lost (they fell more than a reordering window behind)."""
 
 
 class MessageKind(enum.IntEnum):

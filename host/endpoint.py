@@ -74,8 +74,8 @@ class _Out:
         "drop_classes",
         "dst",
         "fed_back",
-        "last_reply",
         "pending",
+        "last_reply",
         "deadline",
         "probe_id",
         "rto",
@@ -94,7 +94,7 @@ class _Out:
         self.dst = dst
         self.drop_classes = drop_classes
         self.stopped = False
-        self.pending: list[tuple[int, bytes]] = []
+        self.pending: list[tuple[int, bytes]] = []  # chunks of the current reply, until its FINAL one
         self.probe_id = 0
         self.last_reply = now
         self.fed_back = False
@@ -155,6 +155,8 @@ class Endpoint:
         self._handles: dict[MessageKey, RecvHandle] = {}
         self._out: dict[MessageKey, _Out] = {}
         self._nacked: dict[MessageKey, float] = {}
+        self._nack_cut: dict[MessageKey, int] = {}  # reliable messages: gaps below this were NACKed
+        self.early_nacks = 0
         # When each rank was last heard from (any packet): on a timeout, the peer silent
         # longest among those we wait on is named, not a live peer blocked behind it.
         self._heard: dict[int, float] = {r: time.monotonic() for r in addresses}
@@ -165,16 +167,19 @@ class Endpoint:
             open_socket(host, 0, rcvbuf=1 << 16, gro=False) for _ in range(self.cfg.spray_ports - 1)
         ]
         self._spray_next = itertools.cycle(range(len(self._spray)))
+        # The receive thread retransmits too (on BITMAP), with senders of its own.
         self._fast: FastReceiver | None = None
         self._tx: FastSender | None = None
+        self._rx_tx: FastSender | None = None
         self._ring: RecvRing | None = None
         if self.cfg.fast_path and available():
             self._fast = FastReceiver(self.sock, self.seg_size)
-            self._tx = FastSender(self.seg_size)
+            self._tx, self._rx_tx = FastSender(self.seg_size), FastSender(self.seg_size)
         else:
             self._ring = RecvRing(self.sock, self.seg_size)
         self._per_build = min(MAX_GSO_BYTES // self.seg_size, MAX_GSO_SEGMENTS) * 64  # about 4 MB per batch
         self._sender = MmsgSender(self.seg_size, self._per_build)
+        self._rx_sender = MmsgSender(self.seg_size, self._per_build)
         self._stop = threading.Event()
         self._rx_error: BaseException | None = None
         self._thread = threading.Thread(target=self._rx_loop, name=f"dlcp-rx-{rank}", daemon=True)
@@ -230,6 +235,7 @@ class Endpoint:
                 if idle > timeout:
                     self.asm.cancel(handle.msg.key)
                     self._handles.pop(handle.msg.key, None)
+                    self._nack_cut.pop(handle.msg.key, None)
                     raise self._timeout_error(handle.src, f"receiving {handle.msg.key}")
                 next_deadline = min(
                     (o.deadline for o in self._out.values() if not o.stopped), default=time.monotonic() + 0.05
@@ -269,6 +275,11 @@ class Endpoint:
         classes = np.zeros(n, dtype=np.uint8) if drop_classes is None else np.asarray(drop_classes, dtype=np.uint8)
         if classes.shape != (n,) or (classes.size and classes.max() >= NUM_DROP_CLASSES):
             raise ValueError(f"drop_classes must be {n} values in 0..{NUM_DROP_CLASSES - 1}")
+        if spec.max_missing_elems == 0 and classes.any():
+            # A message that completes only whole gains nothing from drop-eligible packets
+            # (each drop costs a retransmission), and one class keeps its first pass in
+            # sequence order, which the receiver's early NACKs rely on.
+            classes = np.zeros(n, dtype=np.uint8)
         flat = np.ascontiguousarray(values).reshape(-1)
         out = _Out(spec, flat, dst, classes, time.monotonic(), self.token)
         with self._lock:
@@ -302,23 +313,10 @@ class Endpoint:
                 self._out.pop(out.spec.key, None)
 
     def _serve_sends(self) -> None:
-        """Retransmit on BITMAP and probe on silence, for every started send (lock held)."""
+        """Probe on silence, for every started send (lock held); BITMAPs are served by the receive thread."""
         self._check_rx()
         for out in list(self._out.values()):
             if out.stopped:
-                continue
-            if out.pending:
-                pending, out.pending = out.pending, []
-                missing = self._choose_retransmit(out, self._missing_from(out.spec, pending))
-                self._cond.release()
-                try:
-                    if missing.size:
-                        self._retransmit(out, missing)
-                    self._probe(out)
-                finally:
-                    self._cond.acquire()
-                out.rto = self.initial_rto_s
-                out.deadline = time.monotonic() + out.rto
                 continue
             now = time.monotonic()
             if now >= out.deadline:
@@ -358,21 +356,32 @@ class Endpoint:
         *,
         retransmit: bool,
         last: bool,
+        from_rx: bool = False,
     ) -> None:
+        """Send packets ``seqs``; ``from_rx``: called by the receive thread (its own sender and socket).
+
+        The receive thread never sleeps for pacing, as it holds the endpoint's
+        lock: its bytes are charged to the bucket, and the next first-pass batch
+        waits for them instead.
+        """
         pb = spec.packet_bytes
-        sock = self._spray[next(self._spray_next)]
+        sock = self.sock if from_rx else self._spray[next(self._spray_next)]
         tos = tos_for(priority, drop_class)
-        if self._tx is not None:
-            self.pacer.wait((HEADER_SIZE + pb) * seqs.size)
-            self._tx.send(
+        nbytes = (HEADER_SIZE + pb) * seqs.size
+        if from_rx:
+            self.pacer.charge(nbytes)
+        else:
+            self.pacer.wait(nbytes)
+        tx = self._rx_tx if from_rx else self._tx
+        if tx is not None:
+            tx.send(
                 sock.fileno(), template, values, seqs, self.addresses[dst], priority=priority,
                 drop_class=drop_class, tos=tos, retransmit=retransmit, last=last,
             )  # fmt: skip
             return
         headers = template.build(seqs, priority=priority, drop_class=drop_class, retransmit=retransmit, last=last)
         lengths = np.where(seqs == spec.pkt_count - 1, spec.last_packet_bytes, pb)
-        self.pacer.wait(int(lengths.sum()) + HEADER_SIZE * seqs.size)
-        self._sender.send(
+        (self._rx_sender if from_rx else self._sender).send(
             sock.fileno(), headers, values.ctypes.data, seqs * pb, lengths, self.addresses[dst], tos,
         )  # fmt: skip
 
@@ -406,20 +415,24 @@ class Endpoint:
         need = missing.size - allowed
         if allowed == 0 or need >= missing.size:
             return missing
+        if need <= 0:  # within the bound already: the receiver will STOP
+            return missing[:0]
         need = min(missing.size, need + max(2, need // 4))
         order = np.argsort(out.drop_classes[missing], kind="stable")
         return np.sort(missing[order[:need]])
 
-    def _retransmit(self, out: _Out, missing: np.ndarray) -> None:
+    def _retransmit(self, out: _Out, missing: np.ndarray, from_rx: bool = False) -> None:
         self.send_stats.retransmitted += int(missing.size)
         per_call = self._per_build
         for start in range(0, missing.size, per_call):
             chunk = missing[start : start + per_call]
             self._transmit(
-                out.spec, out.template, out.values, out.dst, chunk, self.control_class, 0, retransmit=True, last=False
-            )
+                out.spec, out.template, out.values, out.dst, chunk, self.control_class, 0, retransmit=True,
+                last=False, from_rx=from_rx,
+            )  # fmt: skip
 
     def _probe(self, out: _Out) -> None:
+        out.pending = []  # chunks of replies to earlier probes are stale now
         out.probe_id += 1
         self.send_stats.probes += 1
         self._send_control(out.spec, PacketType.PROBE, out.dst, seq=out.probe_id)
@@ -513,6 +526,10 @@ class Endpoint:
             self._complete(msg, probe_id=0)
         if result.completed:
             self._cond.notify_all()
+        if self.cfg.reorder_window:
+            for msg in result.progressed:
+                if msg.spec.max_missing_elems == 0:
+                    self._early_nack(msg)
         for msg in result.nack:
             # One proactive NACK per message per RTO: probes ask again if it is lost.
             if now - self._nacked.get(msg.key, 0.0) > self.initial_rto_s:
@@ -527,8 +544,40 @@ class Endpoint:
         if result.control:
             self._cond.notify_all()
 
+    def _early_nack(self, msg: Message) -> None:
+        """NACK the gaps of a reliable message that fell a reordering window behind its newest packet.
+
+        A reliable message (bound 0) completes only whole, so every loss costs a
+        retransmission; asking while the first pass is still arriving hides that
+        round trip behind the rest of the pass instead of adding it after the
+        sender's probe. Each gap is named once (``_nack_cut`` only moves
+        forward); the probe catches whatever a NACK or its retransmission lost.
+        The sender sends in sequence order unless drop classes reorder its pass,
+        so this only runs while the packets below the newest mostly arrived.
+        """
+        received = msg.received
+        hi = received.size - 1 - int(np.argmax(received[::-1]))  # newest (highest) received packet
+        cut = (hi + 1 - self.cfg.reorder_window) // 8 * 8  # whole bitmap bytes
+        lo = self._nack_cut.get(msg.key, 0)
+        if cut <= lo or msg.n_received < 0.9 * (hi + 1):
+            return
+        self._nack_cut[msg.key] = cut
+        span = received[lo:cut]
+        if span.all():
+            return
+        step = self.cfg.payload_bytes * 8
+        for start in range(lo, cut, step):
+            bits = received[start : min(cut, start + step)]
+            if not bits.all():
+                self.early_nacks += 1
+                self._send_control(
+                    msg.spec, PacketType.BITMAP, msg.key.src, offset=start,
+                    payload=np.packbits(bits, bitorder="little").tobytes(), flags=Flag.NACK,
+                )  # fmt: skip
+
     def _complete(self, msg: Message, probe_id: int) -> None:
         self._nacked.pop(msg.key, None)
+        self._nack_cut.pop(msg.key, None)
         handle = self._handles.pop(msg.key, None)
         if handle is not None:
             handle.event.set()
@@ -560,12 +609,39 @@ class Endpoint:
         if hdr.type == PacketType.STOP:
             out.stopped = True
             self._account(out, hdr.offset, payload)
-        elif hdr.type == PacketType.BITMAP and payload and hdr.seq >= out.probe_id:
-            if not out.fed_back:
-                out.fed_back = True
-                bits = np.unpackbits(np.frombuffer(payload, dtype=np.uint8), bitorder="little")
-                self.pacer.on_feedback(float(np.count_nonzero(bits[: out.spec.pkt_count] == 0)) / out.spec.pkt_count)
-            out.pending.append((hdr.offset, payload))
+        elif hdr.type == PacketType.BITMAP and payload:
+            self._on_bitmap(out, hdr, payload, now)
+
+    def _on_bitmap(self, out: _Out, hdr: Header, payload: bytes, now: float) -> None:
+        """Retransmit what a BITMAP chunk says is missing, at once, from the receive thread.
+
+        Serving it here rather than in the sending thread saves a thread wakeup
+        per round, which on a loaded host is most of the round's time. A reply to
+        an older probe is stale (its gaps were already answered); a ``NACK``
+        chunk is never stale: the receiver names each gap in one only once.
+        """
+        nack = bool(hdr.flags & Flag.NACK)
+        if nack:
+            missing = self._missing_from(out.spec, [(hdr.offset, payload)])
+            if missing.size:
+                self._retransmit(out, missing, from_rx=True)
+            return
+        if hdr.seq < out.probe_id:
+            return
+        out.pending.append((hdr.offset, payload))
+        if not hdr.flags & Flag.FINAL:  # a long bitmap comes in chunks: decide on the whole
+            return
+        chunks, out.pending = out.pending, []
+        missing = self._missing_from(out.spec, chunks)
+        if not out.fed_back:
+            out.fed_back = True
+            self.pacer.on_feedback(missing.size / out.spec.pkt_count)
+        missing = self._choose_retransmit(out, missing)
+        if missing.size:
+            self._retransmit(out, missing, from_rx=True)
+        self._probe(out)  # ask what is still missing once these had time to arrive
+        out.rto = self.initial_rto_s
+        out.deadline = now + out.rto
 
     def _account(self, out: _Out, offset: int, payload: bytes) -> None:
         n = out.spec.pkt_count

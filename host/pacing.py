@@ -66,6 +66,12 @@ class AimdPacer:
             if delay >= _MIN_SLEEP_S:
                 time.sleep(delay)
 
+    def charge(self, nbytes: int) -> None:
+        """Debit ``nbytes`` sent without waiting (the next :meth:`wait` pays for them)."""
+        now = time.perf_counter()
+        self._tokens = min(self.cfg.burst, self._tokens + (now - self._last) * self.rate) - nbytes
+        self._last = now
+
     def on_feedback(self, first_pass_loss: float) -> None:
         if first_pass_loss > self.cfg.decrease_above:
             self.rate = max(self.cfg.min_rate, self.rate / 2)

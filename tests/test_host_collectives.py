@@ -10,6 +10,7 @@ import pytest
 from dlcp.config import TransportConfig
 from dlcp.drops import DropReason
 from dlcp.host.collectives import Collectives
+from dlcp.host.endpoint import Endpoint, free_port
 from dlcp.host.errors import PeerTimeoutError
 from dlcp.host.local import local_endpoints, run_ranks
 from dlcp.host.loss import LossSpec
@@ -261,3 +262,43 @@ def test_peer_death_raises_naming_the_peer() -> None:
             assert waited < 1.0 + 3.0, "detected within the configured bound (plus the probe back-off)"
     finally:
         close(eps[:2])
+
+
+def _send_reliable(transport, drop_classes, window):
+    """One reliable message (bound 0) from rank 0 to rank 1 with 3% loss injected at rank 1."""
+    from dlcp.message import MessageKey, MessageSpec
+
+    transport = dataclasses.replace(transport, reorder_window=window)
+    eps = [
+        Endpoint(rank=r, job_id=1, token=7, addresses=addresses, transport=transport,
+                 loss=LossSpec(rate=0.03, seed=4) if r == 1 else None)
+        for addresses in [{r: ("127.0.0.1", free_port()) for r in range(2)}] for r in range(2)
+    ]  # fmt: skip
+    try:
+        spec = MessageSpec(MessageKey(1, 0, 1, 0), MessageKind.ALL_GATHER, 256 * 20000, 256)  # many batches
+        values = np.random.default_rng(0).standard_normal(spec.num_elems).astype(np.float32)
+        out = np.zeros_like(values)
+        handle = eps[1].post_recv(spec, out)
+        classes = None if drop_classes is None else (np.arange(spec.pkt_count) % 2).astype(np.uint8)
+        eps[0].send(spec, values, 1, priority=3, drop_classes=classes)
+        eps[1].wait(handle)
+        np.testing.assert_array_equal(out, values)
+        return eps[1].early_nacks, eps[0].send_stats.retransmitted, eps[1].loss.dropped
+    finally:
+        close(eps)
+
+
+@pytest.mark.parametrize("transport", [SMALL, NUMPY_PATH], ids=["c", "numpy"])
+def test_reliable_message_losses_are_nacked_during_the_first_pass(transport) -> None:
+    nacks, retransmitted, dropped = _send_reliable(transport, None, window=64)
+    assert nacks > 0, "gaps a window behind the newest packet are reported before the sender probes"
+    # Each gap is named once: retransmissions cover the drops (and drops of retransmissions), no more.
+    assert dropped <= retransmitted <= 2 * dropped
+    nacks, retransmitted, dropped = _send_reliable(transport, None, window=0)
+    assert nacks == 0 and dropped <= retransmitted <= 2 * dropped  # off: the probe rounds alone recover
+
+
+def test_reliable_message_is_sent_in_order_whatever_its_drop_classes() -> None:
+    """Drop classes would reorder the first pass (one batch per class), so a reliable message has none."""
+    nacks, retransmitted, dropped = _send_reliable(SMALL, "alternating", window=64)
+    assert nacks > 0 and dropped <= retransmitted <= 2 * dropped  # no spurious NACKs of unsent packets

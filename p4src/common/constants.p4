@@ -17,6 +17,7 @@
 @noWarn("unused") const bit<8> DLCP_FLAG_LAST = 1;
 @noWarn("unused") const bit<8> DLCP_FLAG_RETX = 2;
 @noWarn("unused") const bit<8> DLCP_FLAG_FINAL = 4;
+@noWarn("unused") const bit<8> DLCP_FLAG_NACK = 8;
 @noWarn("unused") const bit<8> DLCP_KIND_PUSH = 0;
 @noWarn("unused") const bit<8> DLCP_KIND_PULL = 1;
 @noWarn("unused") const bit<8> DLCP_KIND_REDUCE_SCATTER = 2;
