@@ -68,9 +68,12 @@ class TransportConfig:
     """Number of UDP source ports a sender sprays packets over (per-packet ECMP entropy)."""
     peer_timeout_s: float = 5.0
     """A peer silent for this long mid-collective is reported dead."""
-    reorder_window: int = 64
+    reorder_window: int = 0
     """Packets a receiver of a reliable message lets arrive past a gap before it asks for
-    the missing packet (a NACK during the first pass); 0: never, wait for the sender's probe."""
+    the missing packet (a NACK during the first pass); 0 (default): never, wait for the
+    sender's probe. On loopback, where a round trip costs little and CPU is what is short,
+    NACKing early measured slower (docs/results.md); on a fabric with long round trips
+    try 64-512."""
     fast_path: bool = True
     """Receive through the C fast path (``dlcp.host._fastpath``) when it is built; false: the numpy path."""
 
