@@ -47,6 +47,10 @@ class BenchConfig:
             raise ValueError("--repeat must be >= 1")
 
 
+_BLOCK = 5
+"""Measured iterations per turn of each system (see _rank_main)."""
+
+
 def _summary(times: list[float], size: int) -> dict[str, float]:
     t = np.asarray(times)
     med = float(np.median(t))
@@ -65,19 +69,9 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig) -> dict
     data = rng.standard_normal(n).astype(np.float32)
     out: dict[str, Any] = {}
     store = dist.TCPStore("127.0.0.1", store_port, world, rank == 0, timedelta(seconds=60), wait_for_workers=False)
-    if cfg.baseline == "gloo":
+    gloo = cfg.baseline == "gloo"
+    if gloo:
         dist.init_process_group("gloo", store=dist.PrefixStore("gloo", store), rank=rank, world_size=world)
-        t = torch.from_numpy(data.copy())
-        times = []
-        for i in range(cfg.warmup + cfg.repeat):
-            t.copy_(torch.from_numpy(data))
-            dist.barrier()
-            start = time.perf_counter()
-            dist.all_reduce(t)
-            if i >= cfg.warmup:
-                times.append(time.perf_counter() - start)
-        out["gloo"] = times
-        dist.destroy_process_group()
     loss = LossSpec(rate=cfg.inject_loss, pattern=cfg.loss_pattern, seed=cfg.seed * 1000 + rank)  # type: ignore[arg-type]
     with open_session(
         rank=rank, world=world, store_host="127.0.0.1", store_port=store_port, job_id=1,
@@ -85,10 +79,18 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig) -> dict
         server_ranks=tuple(range(world)) if cfg.mode == "ps" else (0,), store=store,
     ) as s:  # fmt: skip
         x = data.copy()
+        t = torch.from_numpy(data.copy())
         coll = s.collectives
         injector = s.endpoint.loss
 
-        def once(loss: LossInjector | None) -> float:
+        def gloo_once() -> float:
+            t.copy_(torch.from_numpy(data))
+            dist.barrier()
+            start = time.perf_counter()
+            dist.all_reduce(t)
+            return time.perf_counter() - start
+
+        def dlcp_once(loss: LossInjector | None) -> float:
             s.endpoint.loss = loss
             np.copyto(x, data)
             s.rendezvous.barrier()
@@ -99,28 +101,43 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig) -> dict
                 coll.allreduce_ps(x)
             return time.perf_counter() - start
 
-        # With loss injection every lossy iteration follows a lossless one in the same
-        # processes: the lossy tail is compared with the lossless median of the same
-        # moments, which a noisy host moves by tens of percent over a run.
-        runs: dict[str, list[float]] = {"dlcp": [], "dlcp_lossless": []}
+        # The systems take turns in blocks of a few iterations, in the same processes: a
+        # noisy host moves absolute times by tens of percent within a run, so every ratio
+        # should compare nearby moments. Each block starts with an unmeasured iteration
+        # (the other system just evicted this one's buffers from the caches). With loss
+        # injection lossless and lossy DLCP iterations alternate within a block; the
+        # lossy tail is compared with the lossless median.
+        runs: dict[str, list[float]] = {"dlcp": [], "dlcp_lossless": [], "gloo": []}
         lost = total = 0
-        for i in range(cfg.warmup + cfg.repeat):
-            clean = once(None) if injector is not None else None
-            before = (coll.stats.lost_elems, coll.stats.total_elems)
-            lossy = once(injector)
-            if i >= cfg.warmup:
-                runs["dlcp"].append(lossy)
+        for _ in range(cfg.warmup):
+            gloo_once() if gloo else None
+            dlcp_once(None)
+        while len(runs["dlcp"]) < cfg.repeat:
+            k = min(_BLOCK, cfg.repeat - len(runs["dlcp"]))
+            if gloo:
+                runs["gloo"] += [gloo_once() for _ in range(k + 1)][1:]
+            for j in range(k + 1):
+                clean = dlcp_once(None) if injector is not None else None
+                before = (coll.stats.lost_elems, coll.stats.total_elems)
+                measured = dlcp_once(injector)
+                if j == 0:
+                    continue
+                runs["dlcp"].append(measured)
                 if clean is not None:
                     runs["dlcp_lossless"].append(clean)
                 lost += coll.stats.lost_elems - before[0]
                 total += coll.stats.total_elems - before[1]
         out["dlcp"] = runs["dlcp"]
+        if gloo:
+            out["gloo"] = runs["gloo"]
         if injector is not None:
             out["dlcp_lossless"] = runs["dlcp_lossless"]
         out["loss_fraction"] = lost / total if total else 0.0
         out["retransmitted"] = s.endpoint.send_stats.retransmitted
         out["injected"] = s.endpoint.loss.dropped if s.endpoint.loss else 0
         out["drops"] = s.endpoint.asm.counters.as_dict()
+    if gloo:
+        dist.destroy_process_group()
     return out
 
 
@@ -138,4 +155,6 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
         result["ratio_gbps_vs_gloo"] = result["dlcp"]["gbps"] / result["gloo"]["gbps"]
     if "dlcp_lossless" in result:
         result["ratio_p99_lossy_vs_lossless_median"] = result["dlcp"]["p99_s"] / result["dlcp_lossless"]["median_s"]
+        # The lossless tail itself: on a noisy host it alone can exceed the goal for the above.
+        result["ratio_p99_lossy_vs_lossless_p99"] = result["dlcp"]["p99_s"] / result["dlcp_lossless"]["p99_s"]
     return result

@@ -96,5 +96,6 @@ def _allreduce(args: argparse.Namespace) -> int:
     if "ratio_p99_lossy_vs_lossless_median" in r:
         sys.stdout.write(
             f"ratio dlcp p99 under loss / lossless median: {r['ratio_p99_lossy_vs_lossless_median']:.2f}\n"
+            f"ratio dlcp p99 under loss / lossless p99: {r['ratio_p99_lossy_vs_lossless_p99']:.2f}\n"
         )
     return 0
