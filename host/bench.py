@@ -32,6 +32,7 @@ class BenchConfig:
     warmup: int = 2
     baseline: str = "gloo"
     payload_bytes: int = 8192
+    reorder_window: int = 0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -45,6 +46,8 @@ class BenchConfig:
             raise ValueError("--baseline must be gloo or none")
         if self.repeat < 1:
             raise ValueError("--repeat must be >= 1")
+        if self.reorder_window < 0:
+            raise ValueError("--reorder-window must be >= 0")
 
 
 _BLOCK = 5
@@ -75,7 +78,8 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig) -> dict
     loss = LossSpec(rate=cfg.inject_loss, pattern=cfg.loss_pattern, seed=cfg.seed * 1000 + rank)  # type: ignore[arg-type]
     with open_session(
         rank=rank, world=world, store_host="127.0.0.1", store_port=store_port, job_id=1,
-        transport=TransportConfig(port=0, payload_bytes=cfg.payload_bytes), loss=loss,
+        transport=TransportConfig(port=0, payload_bytes=cfg.payload_bytes, reorder_window=cfg.reorder_window),
+        loss=loss,
         server_ranks=tuple(range(world)) if cfg.mode == "ps" else (0,), store=store,
     ) as s:  # fmt: skip
         x = data.copy()

@@ -57,6 +57,10 @@ def register_allreduce(verbs: argparse._SubParsersAction) -> None:  # type: igno
     p.add_argument("--warmup", type=int, default=2, help="untimed iterations first")
     p.add_argument("--baseline", choices=("gloo", "none"), default="gloo", help="baseline run in the same processes")
     p.add_argument("--payload", type=int, default=8192, help="DLCP payload bytes per packet")
+    p.add_argument(
+        "--reorder-window", type=int, default=0,
+        help="transport.reorder_window: early NACKs of reliable messages (0: off)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_allreduce)
@@ -68,7 +72,7 @@ def _allreduce(args: argparse.Namespace) -> int:
     cfg = BenchConfig(
         workers=args.workers, size=args.size, mode=args.mode, inject_loss=args.inject_loss,
         loss_pattern=args.loss_pattern, repeat=args.repeat, warmup=args.warmup, baseline=args.baseline,
-        payload_bytes=args.payload, seed=args.seed,
+        payload_bytes=args.payload, reorder_window=args.reorder_window, seed=args.seed,
     )  # fmt: skip
     r = run(cfg)
     if args.json:
