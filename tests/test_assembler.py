@@ -241,6 +241,34 @@ def test_control_packets_are_passed_up(assembler: Assembler) -> None:
     assert assembler.ingest(foreign).control == []
 
 
+def test_lone_control_packets_judged_as_in_a_batch() -> None:
+    """A lone PROBE/BITMAP/STOP is decoded directly; the verdicts equal the vectorised path's."""
+    bitmap = bytes(range(40))
+    cases = [
+        Header(PacketType.BITMAP, job_id=JOB, token=TOKEN, msg_id=4, length=40).pack() + bitmap,  # valid
+        Header(PacketType.STOP, job_id=JOB, token=TOKEN, msg_id=5).pack(),  # valid, no payload
+        Header(PacketType.PROBE, job_id=JOB, token=1, msg_id=4).pack(),  # wrong token
+        Header(PacketType.PROBE, job_id=JOB + 1, token=TOKEN).pack(),  # unknown job
+        Header(PacketType.BITMAP, job_id=JOB, token=TOKEN, length=41).pack() + bitmap,  # payload shorter than said
+        bytes([0x21]) + Header(PacketType.PROBE, job_id=JOB, token=TOKEN).pack()[1:],  # version 2
+    ]
+    lone, batch = Assembler(), Assembler()
+    for a in (lone, batch):
+        a.add_job(JOB, TOKEN)
+    got = [(h, p) for c in cases for h, p in lone.ingest(c).control]
+    seg = max(len(c) for c in cases)
+    # Padding does not change a verdict: each packet's length field says what it holds, except
+    # the short one, whose padding would supply its missing byte -- send that one alone, last.
+    padded = b"".join(c + bytes(seg - len(c)) for c in cases if c is not cases[4])
+    want = batch.ingest(padded, seg_size=seg).control + batch.ingest(cases[4]).control
+    assert [(h, p) for h, p in got] == [(h, p) for h, p in want]
+    assert [h.type for h, _ in got] == [PacketType.BITMAP, PacketType.STOP]
+    assert got[0][1] == bitmap
+    assert lone.counters.as_dict() == batch.counters.as_dict()
+    assert lone.counters[DropReason.BAD_TOKEN] == 1 and lone.counters[DropReason.UNKNOWN_JOB] == 1
+    assert lone.counters[DropReason.TRUNCATED] == 1 and lone.counters[DropReason.BAD_VERSION] == 1
+
+
 def test_mixed_batch_general_path(assembler: Assembler) -> None:
     s1, v1 = make_message(640, 64, msg_id=1)
     s2, v2 = make_message(640, 64, msg_id=2, seed=1)

@@ -1,0 +1,49 @@
+"""Sender pacing: the token bucket holds the long-run rate, debts are paid, AIMD moves the rate."""
+
+import time
+
+import pytest
+
+from dlcp.host.pacing import AimdPacer, PacingConfig
+
+MB = 1_000_000
+
+
+def _elapsed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def test_wait_holds_the_rate_without_spinning() -> None:
+    pacer = AimdPacer(PacingConfig(max_rate=100 * MB, min_rate=MB, burst=MB))
+    cpu = time.process_time()
+    took = _elapsed(lambda: [pacer.wait(MB) for _ in range(6)])
+    assert 0.045 <= took < 0.5, "6 MB at 100 MB/s with a 1 MB burst: at least 50 ms (less a little slack)"
+    assert time.process_time() - cpu < 0.6 * took, "the pacer sleeps, it does not spin"
+
+
+def test_charged_bytes_are_paid_by_the_next_wait() -> None:
+    pacer = AimdPacer(PacingConfig(max_rate=100 * MB, min_rate=MB, burst=MB))
+    assert _elapsed(lambda: pacer.charge(3 * MB)) < 0.005, "charge never waits"
+    assert _elapsed(lambda: pacer.wait(MB)) >= 0.025  # 3 MB of debt beyond the burst, at 100 MB/s
+
+
+def test_aimd() -> None:
+    cfg = PacingConfig(max_rate=100 * MB, min_rate=10 * MB, increase=5 * MB, decrease_above=0.02)
+    pacer = AimdPacer(cfg)
+    pacer.on_feedback(0.05)
+    assert pacer.rate == 50 * MB and pacer.decreases == 1
+    for _ in range(4):
+        pacer.on_feedback(0.05)
+    assert pacer.rate == 10 * MB, "never below min_rate"
+    pacer.on_feedback(0.01)  # tolerated loss is not congestion
+    assert pacer.rate == 15 * MB
+    for _ in range(100):
+        pacer.on_feedback(0.0)
+    assert pacer.rate == 100 * MB, "never above max_rate"
+
+
+def test_bad_config() -> None:
+    with pytest.raises(ValueError, match="min_rate"):
+        PacingConfig(max_rate=MB, min_rate=2 * MB)
