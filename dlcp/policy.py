@@ -81,7 +81,7 @@ class Policy:
     num_classes: int = NUM_PRIORITY_CLASSES
     reserve_top_class: bool = True
     statistic: Statistic = "mean_abs"
-    sample_elems: int = 64
+    sample_elems: int = 32
     """Compute each packet's statistic over at most this many evenly spaced elements (0: all).
     Drop classes need a ranking, not an exact mean, and sampling keeps classification
     far cheaper than the copy that sends the packet."""
