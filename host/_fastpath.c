@@ -189,6 +189,22 @@ static void geometry(struct mmsghdr *m, size_t slot_bytes, size_t *len, size_t *
     if (*gso == 0) *gso = *len ? *len : 1;
 }
 
+/* The most runs one slot can leave: runs are separated by consumed segments, and
+ * every consumed segment (placed, or dropped by loss injection) has more than a
+ * header's bytes, whatever segment size a sender chose. */
+static Py_ssize_t runs_per_slot(Py_ssize_t slot_bytes) { return slot_bytes / (Py_ssize_t)(L.header_size + 1) + 2; }
+
+static PyObject *runs_capacity(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_ssize_t slot_bytes;
+    if (!PyArg_ParseTuple(args, "n", &slot_bytes)) return NULL;
+    if (!L.set) {
+        PyErr_SetString(PyExc_RuntimeError, "set_layout() must be called first");
+        return NULL;
+    }
+    return PyLong_FromSsize_t(runs_per_slot(slot_bytes));
+}
+
 static int hdr_matches(const entry_t *e, const uint8_t *seg, uint32_t want_seq) {
     return memcmp(seg, e->inv, L.inv_bytes) == 0 && be32(seg + L.seq_at) == want_seq &&
            (uint64_t)be32(seg + L.off_at) == (uint64_t)want_seq * e->epp;
@@ -201,7 +217,7 @@ static int hdr_matches(const entry_t *e, const uint8_t *seg, uint32_t want_seq) 
  *
  * ring: writable buffer of nslots * slot_bytes; entries: writable buffer of
  * nentries entry_t; runs: writable int64 buffer of at least 3 * nslots *
- * MAX_SEGS_PER_SLOT values, filled with (start, nbytes, seg_size) runs of
+ * runs_per_slot(slot_bytes) values, filled with (start, nbytes, seg_size) runs of
  * the ring left for Python; drops: None or a uint8 buffer of loss-injection
  * draws, one consumed per segment from drop_pos (nonzero: drop it if DATA).
  * generation: an int64 buffer the assembler bumps whenever its expected
@@ -249,7 +265,7 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "entries buffer smaller than nentries entries");
         goto out;
     }
-    if (runs.len < (Py_ssize_t)(3 * sizeof(int64_t)) * nslots * MAX_SEGS_PER_SLOT) {
+    if (runs.len < (Py_ssize_t)(3 * sizeof(int64_t)) * nslots * runs_per_slot(slot_bytes)) {
         PyErr_SetString(PyExc_ValueError, "runs buffer too small");
         goto out;
     }
@@ -387,7 +403,7 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
                 size_t seg_len = len - off < gso ? len - off : gso;
                 uint8_t *seg = slot + off;
                 int consumed = j < 64 && (done_mask[i] >> j) & 1;
-                if (!consumed && draw && d < ndraws && draw[d] && seg_len >= 1 && seg[0] == L.data_vt) {
+                if (!consumed && draw && d < ndraws && draw[d] && seg_len > H && seg[0] == L.data_vt) {
                     injected++;
                     consumed = 1;
                 }
@@ -618,6 +634,7 @@ out:
 static PyMethodDef methods[] = {
     {"tx_send", tx_send, METH_VARARGS, "Send packets of one message: headers, GSO and sendmmsg in C."},
     {"set_layout", set_layout, METH_VARARGS, "Header field offsets from dlcp.protocol."},
+    {"runs_capacity", runs_capacity, METH_VARARGS, "Rows of (start, nbytes, seg_size) one slot may need."},
     {"rx_batch", rx_batch, METH_VARARGS, "One recvmmsg batch with the common case placed in C."},
     {NULL, NULL, 0, NULL},
 };

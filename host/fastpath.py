@@ -105,7 +105,7 @@ class FastReceiver:
         self.slot_bytes = per * seg_size
         self.slots = min(slots, MAX_SLOTS)
         self.buf = np.zeros(self.slots * self.slot_bytes, dtype=np.uint8)
-        self._runs = np.zeros((self.slots * _SEGS_PER_SLOT, 3), dtype=np.int64)
+        self._runs = np.zeros((self.slots * mod.runs_capacity(self.slot_bytes), 3), dtype=np.int64)
         self._entries = np.zeros(0, dtype=ENTRY_DTYPE)
         self._msgs: list[Message] = []
         self._rows: dict[MessageKey, tuple[Message, np.void]] = {}

@@ -288,3 +288,40 @@ def test_sender_refuses_seqs_outside_the_message() -> None:
         with pytest.raises(ValueError, match="seq"):  # a payload shorter than the message
             sender.send(tx.fileno(), HeaderTemplate(spec, TOKEN), values[:100], np.array([3]), ("127.0.0.1", 9),
                         priority=0, drop_class=0, tos=0)  # fmt: skip
+
+
+def test_tiny_segments_and_duplicates_in_one_gro_buffer() -> None:
+    """Segments far smaller than the receiver's, alternating placed and left: runs never overflow."""
+    from dlcp.host.udp import MmsgSender
+    from dlcp.packetizer import HeaderTemplate
+
+    spec = MessageSpec(MessageKey(JOB, 1, 11, 0), MessageKind.PUSH, 2 * 32, 2)  # 8-byte payloads
+    values = _values(spec.num_elems, DType.FLOAT32, 0)
+    seqs = np.repeat(np.arange(spec.pkt_count), 2)  # every packet twice, back to back
+    rx = open_socket("127.0.0.1", 0)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        fast = fastpath.FastReceiver(rx, HEADER_SIZE + 8192)
+        headers = HeaderTemplate(spec, TOKEN).build(seqs, priority=1, drop_class=0)
+        MmsgSender(HEADER_SIZE + 8, len(seqs)).send(
+            tx.fileno(), headers, values.ctypes.data, seqs * 8, np.full(len(seqs), 8), rx.getsockname(), 0
+        )
+        asm = _assembler()
+        out = np.zeros_like(values)
+        msg = asm.expect(spec, out)
+        deadline = time.monotonic() + 2.0
+        while not msg.done and time.monotonic() < deadline:
+            fast.refresh(asm)
+            got = fast.receive(0.05, None)
+            if got is None:
+                continue
+            fast.account(asm, got, 0.0)
+            for start, nbytes, seg in got.runs:
+                asm.ingest(fast.buf[start : start + nbytes], seg_size=seg)
+    finally:
+        rx.close()
+        tx.close()
+    assert msg.done
+    np.testing.assert_array_equal(out, values)
+    assert asm.counters[DropReason.OK] == spec.pkt_count
+    assert asm.counters[DropReason.DUPLICATE] + asm.counters[DropReason.LATE] == spec.pkt_count
