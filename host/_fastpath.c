@@ -354,12 +354,14 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         /* Pass 1: keep the right guesses, copy the rest back into the ring. Draws are
          * consumed in arrival order, so each segment's index in the stream is fixed here. */
         Py_ssize_t first_draw[MAX_SLOTS];
+        size_t lens[MAX_SLOTS], gsos[MAX_SLOTS];
+        int truncs[MAX_SLOTS];
         Py_ssize_t pos = drop_pos;
         int last_slot = -1;
         for (int i = 0; i < n; i++) {
-            size_t len, gso;
-            int trunc;
-            geometry(&msgs[i], (size_t)slot_bytes, &len, &gso, &trunc);
+            geometry(&msgs[i], (size_t)slot_bytes, &lens[i], &gsos[i], &truncs[i]);
+            size_t len = lens[i], gso = gsos[i];
+            int trunc = truncs[i];
             first_draw[i] = pos;
             pos += (Py_ssize_t)((len + gso - 1) / gso);
             if (!predicted[i]) continue;
@@ -393,10 +395,8 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         /* Pass 2: every slot in its plain layout; segments kept in pass 1 are skipped. */
         for (int i = 0; i < n; i++) {
             uint8_t *slot = base + (size_t)i * (size_t)slot_bytes;
-            size_t len, gso;
-            int trunc;
-            geometry(&msgs[i], (size_t)slot_bytes, &len, &gso, &trunc);
-            if (trunc) truncated++;
+            size_t len = lens[i], gso = gsos[i];
+            if (truncs[i]) truncated++;
             Py_ssize_t d = first_draw[i];
             int64_t run_start = -1, run_len = 0;
             for (size_t off = 0, j = 0; off < len; off += gso, j++, d++) {

@@ -114,7 +114,8 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig) -> dict
         runs: dict[str, list[float]] = {"dlcp": [], "dlcp_lossless": [], "gloo": []}
         lost = total = 0
         for _ in range(cfg.warmup):
-            gloo_once() if gloo else None
+            if gloo:
+                gloo_once()
             dlcp_once(None)
         while len(runs["dlcp"]) < cfg.repeat:
             k = min(_BLOCK, cfg.repeat - len(runs["dlcp"]))

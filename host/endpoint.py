@@ -34,7 +34,7 @@ from dlcp.host.errors import PeerTimeoutError, TransportError
 from dlcp.host.fastpath import FastReceiver, FastSender, available
 from dlcp.host.loss import LossInjector, LossSpec
 from dlcp.host.pacing import AimdPacer, PacingConfig
-from dlcp.host.udp import MAX_GSO_BYTES, MAX_GSO_SEGMENTS, MmsgSender, RecvRing, open_socket
+from dlcp.host.udp import MAX_GSO_BYTES, MAX_GSO_SEGMENTS, MmsgSender, PacketSender, RecvRing, open_socket
 from dlcp.limits import Limits
 from dlcp.message import Message, MessageKey, MessageSpec
 from dlcp.packetizer import HeaderTemplate
@@ -74,6 +74,7 @@ class _Out:
         "drop_classes",
         "dst",
         "fed_back",
+        "passed",
         "pending",
         "last_reply",
         "deadline",
@@ -95,6 +96,7 @@ class _Out:
         self.drop_classes = drop_classes
         self.stopped = False
         self.pending: list[tuple[int, bytes]] = []  # chunks of the current reply, until its FINAL one
+        self.passed = False  # the first pass is over (before that a probe would say it is)
         self.probe_id = 0
         self.last_reply = now
         self.fed_back = False
@@ -154,7 +156,6 @@ class Endpoint:
         self._cond = threading.Condition(self._lock)
         self._handles: dict[MessageKey, RecvHandle] = {}
         self._out: dict[MessageKey, _Out] = {}
-        self._nacked: dict[MessageKey, float] = {}
         self._nack_cut: dict[MessageKey, int] = {}  # reliable messages: gaps below this were NACKed
         self.early_nacks = 0
         # When each rank was last heard from (any packet): on a timeout, the peer silent
@@ -167,19 +168,19 @@ class Endpoint:
             open_socket(host, 0, rcvbuf=1 << 16, gro=False) for _ in range(self.cfg.spray_ports - 1)
         ]
         self._spray_next = itertools.cycle(range(len(self._spray)))
-        # The receive thread retransmits too (on BITMAP), with senders of its own.
+        self._per_build = min(MAX_GSO_BYTES // self.seg_size, MAX_GSO_SEGMENTS) * 64  # about 4 MB per batch
+        # The C data path, or the same in numpy. The receive thread retransmits too (on
+        # BITMAP), with a sender of its own.
         self._fast: FastReceiver | None = None
-        self._tx: FastSender | None = None
-        self._rx_tx: FastSender | None = None
         self._ring: RecvRing | None = None
+        self._tx: PacketSender
+        self._rx_tx: PacketSender
         if self.cfg.fast_path and available():
             self._fast = FastReceiver(self.sock, self.seg_size)
             self._tx, self._rx_tx = FastSender(self.seg_size), FastSender(self.seg_size)
         else:
             self._ring = RecvRing(self.sock, self.seg_size)
-        self._per_build = min(MAX_GSO_BYTES // self.seg_size, MAX_GSO_SEGMENTS) * 64  # about 4 MB per batch
-        self._sender = MmsgSender(self.seg_size, self._per_build)
-        self._rx_sender = MmsgSender(self.seg_size, self._per_build)
+            self._tx, self._rx_tx = (MmsgSender(self.seg_size, self._per_build) for _ in range(2))
         self._stop = threading.Event()
         self._rx_error: BaseException | None = None
         self._thread = threading.Thread(target=self._rx_loop, name=f"dlcp-rx-{rank}", daemon=True)
@@ -215,14 +216,12 @@ class Endpoint:
                 self._send_bitmap(msg, PacketType.STOP, probe_id=0)
             else:
                 self._handles[spec.key] = handle
-                if msg.sender_done and msg.needs_retransmit:
-                    self._send_bitmap(msg, PacketType.BITMAP, probe_id=0)
         return handle
 
     def wait(self, handle: RecvHandle) -> Message:
         """Block until the message completes; raises PeerTimeoutError if its sender goes silent.
 
-        While waiting it also serves the retransmissions and probes of started sends,
+        While waiting it also probes for started sends whose receivers went quiet,
         so a rank waiting on one peer never holds up another.
         """
         timeout = self.cfg.peer_timeout_s
@@ -266,8 +265,9 @@ class Endpoint:
         """Transmit a message's first pass and return without waiting for the receiver.
 
         ``values`` must not change until :meth:`send_wait` returns for it: a
-        retransmission reads them again. Any wait on this endpoint (``send_wait``,
-        ``wait``) also serves retransmissions and probes of every started send.
+        retransmission reads them again. Retransmissions are sent by the receive
+        thread as BITMAPs arrive; any wait on this endpoint (``send_wait``,
+        ``wait``) also probes for every started send whose receiver went quiet.
         """
         if dst not in self.addresses:
             raise ValueError(f"no address for rank {dst}")
@@ -294,6 +294,7 @@ class Endpoint:
             raise
         # Probe at once: if the LAST packet was lost the receiver cannot know the first
         # pass is over, and waiting a whole RTO for that would lengthen the tail.
+        out.passed = True
         self._probe(out)
         out.rto = self.initial_rto_s
         out.deadline = time.monotonic() + out.rto
@@ -372,17 +373,9 @@ class Endpoint:
             self.pacer.charge(nbytes)
         else:
             self.pacer.wait(nbytes)
-        tx = self._rx_tx if from_rx else self._tx
-        if tx is not None:
-            tx.send(
-                sock.fileno(), template, values, seqs, self.addresses[dst], priority=priority,
-                drop_class=drop_class, tos=tos, retransmit=retransmit, last=last,
-            )  # fmt: skip
-            return
-        headers = template.build(seqs, priority=priority, drop_class=drop_class, retransmit=retransmit, last=last)
-        lengths = np.where(seqs == spec.pkt_count - 1, spec.last_packet_bytes, pb)
-        (self._rx_sender if from_rx else self._sender).send(
-            sock.fileno(), headers, values.ctypes.data, seqs * pb, lengths, self.addresses[dst], tos,
+        (self._rx_tx if from_rx else self._tx).send_packets(
+            sock.fileno(), template, values, seqs, self.addresses[dst], priority=priority,
+            drop_class=drop_class, tos=tos, retransmit=retransmit, last=last,
         )  # fmt: skip
 
     def _timeout_error(self, peer: int, what: str) -> PeerTimeoutError:
@@ -530,11 +523,6 @@ class Endpoint:
             for msg in result.progressed:
                 if msg.spec.max_missing_elems == 0:
                     self._early_nack(msg)
-        for msg in result.nack:
-            # One proactive NACK per message per RTO: probes ask again if it is lost.
-            if now - self._nacked.get(msg.key, 0.0) > self.initial_rto_s:
-                self._nacked[msg.key] = now
-                self._send_bitmap(msg, PacketType.BITMAP, probe_id=0)
         for hdr, payload in result.control:
             if hdr.type == PacketType.PROBE:
                 self._heard[hdr.src] = now
@@ -576,7 +564,6 @@ class Endpoint:
                 )  # fmt: skip
 
     def _complete(self, msg: Message, probe_id: int) -> None:
-        self._nacked.pop(msg.key, None)
         self._nack_cut.pop(msg.key, None)
         handle = self._handles.pop(msg.key, None)
         if handle is not None:
@@ -626,7 +613,7 @@ class Endpoint:
             if missing.size:
                 self._retransmit(out, missing, from_rx=True)
             return
-        if hdr.seq < out.probe_id:
+        if hdr.seq < out.probe_id or not out.passed:  # stale, or not asked for yet: our probe will ask
             return
         out.pending.append((hdr.offset, payload))
         if not hdr.flags & Flag.FINAL:  # a long bitmap comes in chunks: decide on the whole

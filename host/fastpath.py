@@ -65,7 +65,7 @@ def _load() -> ModuleType | None:
         try:
             from dlcp.host import _fastpath  # type: ignore[attr-defined]
         except ImportError as exc:
-            log.info("C receive path not built (%s): using the numpy path", exc)
+            log.info("C data path not built (%s): using the numpy path", exc)
         else:
             _fastpath.set_layout(
                 HEADER_SIZE, INVARIANT_BYTES, _FIELD["flags"].offset, _FIELD["priority"].offset,
@@ -77,7 +77,7 @@ def _load() -> ModuleType | None:
 
 
 def available() -> bool:
-    """Whether the C receive path was built and loads."""
+    """Whether the C data path was built and loads."""
     return _load() is not None
 
 
@@ -97,7 +97,7 @@ class FastReceiver:
     def __init__(self, sock: socket.socket, seg_size: int, slots: int = MAX_SLOTS) -> None:
         mod = _load()
         if mod is None:
-            raise RuntimeError("the C receive path (dlcp.host._fastpath) is not built")
+            raise RuntimeError("the C data path (dlcp.host._fastpath) is not built")
         self._c = mod
         self.fd = sock.fileno()
         per = max(1, min(MAX_GSO_BYTES // seg_size, MAX_GSO_SEGMENTS))
@@ -204,7 +204,7 @@ class FastSender:
         self.refused = 0
         self._ips: dict[str, int] = {}
 
-    def send(
+    def send_packets(
         self,
         fd: int,
         template: HeaderTemplate,
@@ -218,7 +218,7 @@ class FastSender:
         retransmit: bool = False,
         last: bool = False,
     ) -> int:
-        """Send packets ``seqs`` (sorted) of ``template.spec`` read from ``values``; returns packets sent."""
+        """Send packets ``seqs`` (sorted) of ``template.spec`` read from ``values`` (:class:`PacketSender`)."""
         spec = template.spec
         ip = self._ips.get(addr[0])
         if ip is None:

@@ -22,8 +22,11 @@ import select
 import socket
 import struct
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
+
+from dlcp.packetizer import HeaderTemplate
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +89,25 @@ def _cmsg(level: int, ctype: int, data: bytes) -> bytes:
     """One control message, padded to CMSG_SPACE (8-byte alignment on LP64)."""
     raw = _CMSG_HDR.pack(_CMSG_HDR.size + len(data), level, ctype) + data
     return raw + bytes(-len(raw) % 8)
+
+
+class PacketSender(Protocol):
+    """Sends packets of one message: :class:`MmsgSender` here, ``FastSender`` in C (``dlcp.host.fastpath``)."""
+
+    def send_packets(
+        self,
+        fd: int,
+        template: HeaderTemplate,
+        values: np.ndarray,
+        seqs: np.ndarray,
+        addr: tuple[str, int],
+        *,
+        priority: int,
+        drop_class: int,
+        tos: int,
+        retransmit: bool = False,
+        last: bool = False,
+    ) -> int: ...
 
 
 class MmsgSender:
@@ -173,6 +195,26 @@ class MmsgSender:
                 raise OSError(err, f"sendmmsg: {errno.errorcode.get(err, err)}")
             sent += r
         return k
+
+    def send_packets(
+        self,
+        fd: int,
+        template: HeaderTemplate,
+        values: np.ndarray,
+        seqs: np.ndarray,
+        addr: tuple[str, int],
+        *,
+        priority: int,
+        drop_class: int,
+        tos: int,
+        retransmit: bool = False,
+        last: bool = False,
+    ) -> int:
+        """Send packets ``seqs`` (sorted) of ``template.spec`` read from ``values`` (:class:`PacketSender`)."""
+        spec = template.spec
+        headers = template.build(seqs, priority=priority, drop_class=drop_class, retransmit=retransmit, last=last)
+        lengths = np.where(seqs == spec.pkt_count - 1, spec.last_packet_bytes, spec.packet_bytes)
+        return self.send(fd, headers, values.ctypes.data, seqs * spec.packet_bytes, lengths, addr, tos)
 
 
 def set_buffers(sock: socket.socket, rcvbuf: int, sndbuf: int) -> tuple[int, int]:

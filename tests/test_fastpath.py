@@ -245,9 +245,12 @@ def _recv_all(sock: socket.socket, n: int) -> list[tuple[bytes, int]]:
     return out
 
 
+@pytest.mark.parametrize("sender_cls", ["FastSender", "MmsgSender"])
 @pytest.mark.parametrize(("retransmit", "last"), [(False, True), (True, False)])
-def test_sender_builds_the_same_packets_as_the_packetizer(retransmit: bool, last: bool) -> None:
+def test_sender_builds_the_same_packets_as_the_packetizer(retransmit: bool, last: bool, sender_cls: str) -> None:
+    """Both senders the endpoint may use (C, numpy) put the packetizer's packets on the wire."""
     from dlcp.host.fastpath import FastSender
+    from dlcp.host.udp import MmsgSender
     from dlcp.packetizer import HeaderTemplate
     from dlcp.protocol import tos_for
 
@@ -259,7 +262,9 @@ def test_sender_builds_the_same_packets_as_the_packetizer(retransmit: bool, last
     rx.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
     tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        sent = FastSender(HEADER_SIZE + spec.packet_bytes).send(
+        seg = HEADER_SIZE + spec.packet_bytes
+        sender = FastSender(seg) if sender_cls == "FastSender" else MmsgSender(seg, len(seqs))
+        sent = sender.send_packets(
             tx.fileno(), HeaderTemplate(spec, TOKEN), values, seqs, rx.getsockname(), priority=5, drop_class=2,
             tos=tos_for(5, 2), retransmit=retransmit, last=last,
         )  # fmt: skip
@@ -283,10 +288,10 @@ def test_sender_refuses_seqs_outside_the_message() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
         for bad in ([4], [2, 1], [-1]):
             with pytest.raises(ValueError, match="seq"):
-                sender.send(tx.fileno(), HeaderTemplate(spec, TOKEN), values, np.array(bad), ("127.0.0.1", 9),
+                sender.send_packets(tx.fileno(), HeaderTemplate(spec, TOKEN), values, np.array(bad), ("127.0.0.1", 9),
                             priority=0, drop_class=0, tos=0)  # fmt: skip
         with pytest.raises(ValueError, match="seq"):  # a payload shorter than the message
-            sender.send(tx.fileno(), HeaderTemplate(spec, TOKEN), values[:100], np.array([3]), ("127.0.0.1", 9),
+            sender.send_packets(tx.fileno(), HeaderTemplate(spec, TOKEN), values[:100], np.array([3]), ("127.0.0.1", 9),
                         priority=0, drop_class=0, tos=0)  # fmt: skip
 
 

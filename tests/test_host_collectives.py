@@ -15,7 +15,7 @@ from dlcp.host.errors import PeerTimeoutError
 from dlcp.host.local import local_endpoints, run_ranks
 from dlcp.host.loss import LossSpec
 from dlcp.policy import KindPolicy, Policy
-from dlcp.protocol import MessageKind, PacketType
+from dlcp.protocol import Flag, MessageKind, PacketType
 from dlcp.wire import Header
 
 SMALL = TransportConfig(port=0, payload_bytes=1024, peer_timeout_s=3.0)
@@ -302,3 +302,24 @@ def test_reliable_message_is_sent_in_order_whatever_its_drop_classes() -> None:
     """Drop classes would reorder the first pass (one batch per class), so a reliable message has none."""
     nacks, retransmitted, dropped = _send_reliable(SMALL, "alternating", window=64)
     assert nacks > 0 and dropped <= retransmitted <= 2 * dropped  # no spurious NACKs of unsent packets
+
+
+def test_a_bitmap_before_the_first_pass_ends_is_not_acted_on() -> None:
+    """Acting on it would probe, and a probe tells the receiver the pass is over."""
+    from dlcp.host.endpoint import _Out
+    from dlcp.message import MessageKey, MessageSpec
+
+    eps = local_endpoints(2, token=7, transport=SMALL)
+    try:
+        spec = MessageSpec(MessageKey(1, 0, 1, 0), MessageKind.ALL_GATHER, 256 * 16, 256)
+        values = np.zeros(spec.num_elems, dtype=np.float32)
+        out = _Out(spec, values, 1, np.zeros(spec.pkt_count, dtype=np.uint8), time.monotonic(), 7)
+        bitmap = Header(PacketType.BITMAP, Flag.FINAL, job_id=1, src=0, token=7, msg_id=1, length=2, seq=0)
+        with eps[0]._cond:
+            eps[0]._on_bitmap(out, bitmap, b"\x0f\x00", time.monotonic())  # 12 of 16 missing
+            assert (eps[0].send_stats.retransmitted, out.probe_id) == (0, 0), "mid-pass: ignored"
+            out.passed = True
+            eps[0]._on_bitmap(out, bitmap, b"\x0f\x00", time.monotonic())
+            assert (eps[0].send_stats.retransmitted, out.probe_id) == (12, 1), "after the pass: served"
+    finally:
+        close(eps)
