@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from dlcp.config import TransportConfig
+from dlcp.host.collectives import Mode
 from dlcp.host.launch import spawn
 from dlcp.host.loss import LossInjector, LossSpec
 
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 class BenchConfig:
     workers: int = 2
     size: int = 64 << 20
-    mode: str = "ring"
+    mode: Mode = "ring"
     inject_loss: float = 0.0
     loss_pattern: str = "random"
     repeat: int = 10
@@ -99,10 +100,7 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig) -> dict
             np.copyto(x, data)
             s.rendezvous.barrier()
             start = time.perf_counter()
-            if cfg.mode == "ring":
-                coll.allreduce_ring(x)
-            else:
-                coll.allreduce_ps(x)
+            coll.allreduce(x, mode=cfg.mode)
             return time.perf_counter() - start
 
         # The systems take turns in blocks of a few iterations, in the same processes: a

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 # replies are matched to sends by identity alone. Pulls and broadcasts, which
 # go to many receivers, therefore carry the receiver's rank in their msg_id.
 _PULL_ID = 1 << 16
+
+Mode = Literal["ring", "ps"]
+"""How a job all-reduces: ring all-reduce, or through parameter servers."""
 
 
 @dataclass
@@ -119,6 +122,14 @@ class Collectives:
 
     def _priority(self, layer: int, num_layers: int, priority: int | None) -> int:
         return int(self.policy.priority_of_layers(layer, num_layers)) if priority is None else priority
+
+    def allreduce(self, x: np.ndarray, *, mode: Mode, tag: object = 0, **kwargs: Any) -> np.ndarray:
+        """:meth:`allreduce_ring` or :meth:`allreduce_ps` (with ``tag``), by ``mode``."""
+        if mode == "ring":
+            return self.allreduce_ring(x, **kwargs)
+        if mode == "ps":
+            return self.allreduce_ps(x, tag=tag, **kwargs)
+        raise ValueError(f"mode must be 'ring' or 'ps', got {mode!r}")
 
     # -- ring all-reduce ------------------------------------------------------
     def allreduce_ring(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from dlcp.config import TransportConfig
-from dlcp.host.collectives import Collectives
+from dlcp.config import DLCPConfig, TransportConfig, load
+from dlcp.host.collectives import Collectives, Mode
 from dlcp.host.endpoint import Endpoint
 from dlcp.host.launch_env import LaunchEnv
 from dlcp.host.loss import LossSpec
@@ -22,6 +23,8 @@ class Session:
     rendezvous: Rendezvous
     endpoint: Endpoint
     collectives: Collectives
+    mode: Mode = "ring"
+    """The job's all-reduce mode (``job.mode`` of its configuration); shims default to it."""
 
     def close(self) -> None:
         self.endpoint.close()
@@ -75,22 +78,37 @@ def open_session(
     return Session(rdv, ep, coll)
 
 
-def open_session_from_env(launch: LaunchEnv | None = None, **kwargs: Any) -> Session:
+def open_session_from_env(
+    launch: LaunchEnv | None = None,
+    *,
+    config: DLCPConfig | str | Path | None = None,
+    mode: Mode | None = None,
+    **kwargs: Any,
+) -> Session:
     """:func:`open_session` with rank, world and rendezvous from the environment (works under ``torchrun``).
 
-    ``DLCP_CONFIG`` (a TOML job file) supplies the job id, transport, policy and
-    limits unless ``kwargs`` give them.
+    The job configuration is ``config`` (a :class:`DLCPConfig` or a TOML job
+    file), else ``DLCP_CONFIG``, else the defaults. It supplies the job id,
+    transport, policy and limits unless ``kwargs`` give them, and the mode
+    (``mode`` overrides ``job.mode``): in PS mode ranks ``0 .. job.servers-1``
+    also serve a shard each. The session remembers the mode for the shims.
     """
-    from dlcp.config import load
-
     env = launch or LaunchEnv.from_environ()
-    if env.config is not None:
-        cfg = load(env.config)
-        kwargs.setdefault("job_id", cfg.job.id)
-        kwargs.setdefault("transport", cfg.transport)
-        kwargs.setdefault("policy", cfg.policy)
-        kwargs.setdefault("limits", cfg.limits)
-    return open_session(
+    source = config if config is not None else env.config
+    cfg = source if isinstance(source, DLCPConfig) else load(source) if source is not None else DLCPConfig()
+    chosen: Mode = mode or cfg.job.mode
+    if chosen not in ("ring", "ps"):
+        raise ValueError(f"mode must be 'ring' or 'ps', got {chosen!r}")
+    if chosen == "ps" and cfg.job.servers > env.world:
+        raise ValueError(f"job.servers = {cfg.job.servers} exceeds the {env.world} workers")
+    kwargs.setdefault("job_id", cfg.job.id)
+    kwargs.setdefault("transport", cfg.transport)
+    kwargs.setdefault("policy", cfg.policy)
+    kwargs.setdefault("limits", cfg.limits)
+    kwargs.setdefault("server_ranks", tuple(range(cfg.job.servers)) if chosen == "ps" else (0,))
+    session = open_session(
         rank=env.rank, world=env.world, store_host=env.store_host, store_port=env.store_port, host=env.host,
         local_rank=env.local_rank, **kwargs,
     )  # fmt: skip
+    session.mode = chosen
+    return session

@@ -43,7 +43,7 @@ def allreduce_worker(rank: int, world: int, store_port: int, n: int, mode: str) 
         transport=TransportConfig(port=0, payload_bytes=4096), server_ranks=(0, 1),
     ) as s:  # fmt: skip
         x = np.arange(n, dtype=np.float32) * (rank + 1)
-        (s.collectives.allreduce_ring if mode == "ring" else s.collectives.allreduce_ps)(x)
+        s.collectives.allreduce(x, mode=mode)
         return x, s.endpoint.token, s.endpoint.address
 
 

@@ -98,6 +98,7 @@ def test_ddp_under_bounded_loss_keeps_accuracy() -> None:
 @pytest.mark.slow
 def test_ddp_ps_lossy_pull_drift_is_bounded_and_resynced() -> None:
     r = run(TrainConfig(backend="dlcp", mode="ps", inject_loss=0.01, pull_bound=0.02, **SMALL))
+    assert r["loss_fraction_by_kind"]["pull"] > 0, "pulls lost something: there was drift to bound"
     assert r["replicas_identical"], "the final re-sync makes every replica identical"
     assert np.isfinite(r["max_replica_divergence_before_resync"])
     assert r["max_replica_divergence_before_resync"] < 0.5
@@ -132,12 +133,3 @@ def test_hook_under_torchrun(tmp_path) -> None:
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     for rank in (0, 1):
         assert f"rank {rank} replicas_identical=True layers=4" in out.stdout
-
-
-def test_launch_env_reads_torchrun_variables() -> None:
-    from dlcp.host.launch_env import LaunchEnv
-
-    env = LaunchEnv.from_environ({"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "node0", "MASTER_PORT": "29500"})
-    assert (env.store_host, env.store_port, env.rank) == ("node0", 29501, 1)
-    with pytest.raises(ValueError, match="WORLD_SIZE"):
-        LaunchEnv.from_environ({"RANK": "0"})

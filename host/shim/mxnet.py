@@ -53,19 +53,18 @@ import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 
-from dlcp.config import DLCPConfig, load
+from dlcp.config import DLCPConfig
+from dlcp.host.collectives import Mode
 from dlcp.host.launch_env import LaunchEnv
-from dlcp.host.session import Session, open_session
+from dlcp.host.session import Session, open_session_from_env
 from dlcp.protocol import MessageKind
 
 log = logging.getLogger(__name__)
-
-Mode = Literal["ring", "ps"]
 
 
 def _import_mxnet() -> Any:
@@ -111,30 +110,18 @@ class DLCP(KVStoreBase):
     ) -> None:
         if mode not in (None, "ring", "ps"):
             raise ValueError(f"mode must be 'ring' or 'ps', got {mode!r}")
-        if session is not None and launch is not None:
-            raise ValueError("pass either session or launch, not both")
-        if session is None and launch is None:
-            launch = LaunchEnv.from_environ()
-        if config is None and launch is not None and launch.config is not None:
-            config = launch.config
-        cfg = config if isinstance(config, DLCPConfig) else load(config) if config is not None else DLCPConfig()
-        self.mode: Mode = mode or cfg.job.mode
+        if session is not None and (launch is not None or config is not None):
+            raise ValueError("pass either session, or launch and config, not both")
         if session is None:
-            assert launch is not None
-            if self.mode == "ps" and cfg.job.servers > launch.world:
-                raise ValueError(f"job.servers = {cfg.job.servers} exceeds the {launch.world} workers")
-            session = open_session(
-                rank=launch.rank, world=launch.world, store_host=launch.store_host, store_port=launch.store_port,
-                job_id=cfg.job.id, host=launch.host, local_rank=launch.local_rank, transport=cfg.transport,
-                policy=cfg.policy, limits=cfg.limits,
-                server_ranks=tuple(range(cfg.job.servers)) if self.mode == "ps" else (0,),
-            )  # fmt: skip
+            session = open_session_from_env(launch, config=config, mode=mode)
             self._owns_session = True
         else:
             self._owns_session = False
+        self.mode: Mode = mode or session.mode
         self.session = session
         self.collectives = session.collectives
         self._layers: dict[object, int] = {}
+        self._num_layers = 1
         self._named = 0
         if self.mode == "ps" and self.collectives.policy.kinds[MessageKind.PULL].loss_bound > 0:
             log.warning(
@@ -173,11 +160,12 @@ class DLCP(KVStoreBase):
             else:
                 layer, self._named = self._named, self._named + 1
             self._layers[key] = layer
+            self._num_layers = max(self._num_layers, layer + 1)
         return layer
 
     @property
     def num_layers(self) -> int:
-        return max(self._layers.values(), default=0) + 1
+        return self._num_layers
 
     # -- data path --------------------------------------------------------------------
     def broadcast(self, key: Any, value: Any, out: Any = None, priority: int = 0) -> None:
@@ -214,10 +202,7 @@ class DLCP(KVStoreBase):
         for v in values[1:]:
             x += v.asnumpy()
         if x.size:
-            if self.mode == "ring":
-                self.collectives.allreduce_ring(x, layer=layer, num_layers=self.num_layers)
-            else:
-                self.collectives.allreduce_ps(x, tag=key, layer=layer, num_layers=self.num_layers)
+            self.collectives.allreduce(x, mode=self.mode, tag=key, layer=layer, num_layers=self.num_layers)
         for o in _as_list(value if out is None else out):
             o[:] = x
 

@@ -36,17 +36,15 @@ before the forward pass.
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from dlcp.host.collectives import Collectives
+from dlcp.host.collectives import Collectives, Mode
 from dlcp.host.session import Session
 
 log = logging.getLogger(__name__)
-
-Mode = Literal["ring", "ps"]
 
 
 class DLCPState:
@@ -73,11 +71,11 @@ class DLCPState:
         session: Session,
         *,
         model: torch.nn.Module | None = None,
-        mode: Mode = "ring",
+        mode: Mode | None = None,
         average: bool = True,
         resync_every: int = 100,
     ) -> None:
-        if mode not in ("ring", "ps"):
+        if mode not in (None, "ring", "ps"):
             raise ValueError(f"mode must be 'ring' or 'ps', got {mode!r}")
         if resync_every < 0:
             raise ValueError(f"resync_every must be >= 0, got {resync_every}")
@@ -85,7 +83,7 @@ class DLCPState:
             raise TypeError(f"session must be a dlcp.host.session.Session, got {type(session).__name__}")
         self.session = session
         self.collectives: Collectives = session.collectives
-        self.mode = mode
+        self.mode: Mode = mode or session.mode
         self.average = average
         self.resync_every = resync_every
         self.model = model
@@ -153,15 +151,11 @@ class DLCPState:
         """Sum ``tensor`` (or mean, with ``average``) over the workers; blocking."""
         host = tensor.detach().to("cpu", copy=False).contiguous()
         x = host.numpy()
-        prio = int(self.collectives.policy.priority_of_layers(min(layer, self.num_layers - 1), self.num_layers))
         with self._lock:
-            if self.mode == "ring":
-                self.collectives.allreduce_ring(x, layer=layer, num_layers=self.num_layers, priority=prio)
-            else:
-                self.collectives.allreduce_ps(x, tag=tag, layer=layer, num_layers=self.num_layers, priority=prio)
+            self.collectives.allreduce(
+                x, mode=self.mode, tag=tag, layer=layer, num_layers=self.num_layers, average=self.average
+            )
         self.bytes_sent += x.nbytes
-        if self.average:
-            x /= len(self.collectives.workers)
         if host.data_ptr() != tensor.data_ptr():
             tensor.copy_(host)
         return tensor

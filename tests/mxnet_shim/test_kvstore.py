@@ -123,19 +123,6 @@ def test_create_without_rendezvous_names_the_missing_variables(monkeypatch: pyte
         mx.kv.create("dlcp")
 
 
-def test_launch_env_parsing() -> None:
-    from dlcp.host.launch_env import LaunchEnv
-
-    env = LaunchEnv.from_environ(
-        {"RANK": "1", "WORLD_SIZE": "4", "DLCP_STORE_PORT": "29500", "DLCP_STORE_ADDR": "node0", "LOCAL_RANK": "0"}
-    )
-    assert env == LaunchEnv(rank=1, world=4, store_port=29500, store_host="node0", local_rank=0)
-    with pytest.raises(ValueError, match="RANK must be an integer"):
-        LaunchEnv.from_environ({"RANK": "x", "WORLD_SIZE": "2", "DLCP_STORE_PORT": "1"})
-    with pytest.raises(ValueError, match=r"rank must be in 0\.\.1"):
-        LaunchEnv.from_environ({"RANK": "2", "WORLD_SIZE": "2", "DLCP_STORE_PORT": "1"})
-
-
 def test_trainer_given_the_name_uses_no_kvstore_on_one_device() -> None:
     """Why the README passes the KVStore object: MXNet drops a non-"dist" name for a single device."""
     net = mx.gluon.nn.Dense(1, in_units=2)
