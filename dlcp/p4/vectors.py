@@ -25,7 +25,7 @@ is documented in ``docs/switch.md`` ("Test vectors"); in short, a case is:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +89,6 @@ class Case:
     counters: tuple[CounterExpectation, ...] = ()
     counter_names: tuple[str, ...] = ()
     source: str = ""
-    tags: tuple[str, ...] = field(default=())
 
     def ports(self) -> set[int]:
         """Every switch port the case sends to or expects from."""
@@ -161,7 +160,6 @@ def _case(d: dict[str, Any], source: str) -> Case:
         counters=tuple(counters),
         counter_names=tuple(d.get("counters", {})),
         source=source,
-        tags=tuple(d.get("tags", ())),
     )
 
 

@@ -76,7 +76,8 @@ control Classification(in headers_t hdr, inout local_metadata_t meta) {
             // A malformed DLCP packet (wrong version, unknown type, priority or
             // drop class out of range) is forwarded as ordinary UDP: queue
             // DEFAULT_QUEUE, 5-tuple hash, never drop-eligible. The receiver
-            // drops and counts it (docs/switch.md, "Malformed packets").
+            // drops and counts a bad version or type; it ignores the classes
+            // (docs/switch.md, "Malformed packets").
             if (hdr.dlcp.version != DLCP_VERSION || hdr.dlcp.packet_type > DLCP_TYPE_MAX
                     || hdr.dlcp.priority >= DLCP_NUM_PRIORITY_CLASSES
                     || hdr.dlcp.drop_class >= DLCP_NUM_DROP_CLASSES) {

@@ -58,8 +58,5 @@ def test_version_type_split_matches_the_wire_codec(ptype: protocol.PacketType) -
     assert gen_constants.VERSION_BITS + gen_constants.TYPE_BITS == 8
 
 
-def test_index_sizes_fit_the_port_and_class_widths() -> None:
-    assert 1 << sizes.CLASS_BITS >= protocol.NUM_PRIORITY_CLASSES
-    assert sizes.PORT_CLASS_SLOTS == (1 << sizes.PORT_BITS) * (1 << sizes.CLASS_BITS)
+def test_queues_are_priority_classes() -> None:
     assert 0 <= sizes.DEFAULT_QUEUE < protocol.NUM_PRIORITY_CLASSES
-    assert sizes.TRIM_QUEUE == protocol.CONTROL_PRIORITY
