@@ -56,25 +56,25 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def _gen_constants(args: argparse.Namespace) -> int:
     from dlcp.p4 import gen_constants
 
-    if args.check:
-        stale = gen_constants.stale(args.root)
-        for name in stale:
-            sys.stdout.write(f"stale: {name}\n")
-        return 1 if stale else 0
-    for path in gen_constants.write(args.root):
-        sys.stdout.write(f"wrote {path}\n")
-    return 0
+    return _sync(gen_constants.files(args.root), args.check)
 
 
 def _gen_vectors(args: argparse.Namespace) -> int:
     from dlcp.p4 import vector_gen
 
-    if args.check:
-        stale = vector_gen.stale(args.dir)
-        for name in stale:
-            sys.stdout.write(f"stale: {args.dir / name}\n")
+    return _sync(vector_gen.files(args.dir), args.check)
+
+
+def _sync(files: dict[Path, str], check: bool) -> int:
+    """Report (``check``: exit 1 if any) or write the generated files that differ from disk."""
+    from dlcp.p4 import generated
+
+    if check:
+        stale = generated.stale(files)
+        for path in stale:
+            sys.stdout.write(f"stale: {path}\n")
         return 1 if stale else 0
-    for path in vector_gen.write(args.dir):
+    for path in generated.write(files):
         sys.stdout.write(f"wrote {path}\n")
     return 0
 

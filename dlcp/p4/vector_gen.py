@@ -10,7 +10,6 @@ change this module, not the JSON.
 from __future__ import annotations
 
 import json
-import logging
 import struct
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,7 +22,6 @@ from dlcp.p4.vectors import FORMAT, VERSION
 from dlcp.protocol import Flag, MessageKind, PacketType
 from dlcp.wire import Header
 
-log = logging.getLogger(__name__)
 
 ROUTER_MAC = "02:dc:00:00:00:fe"
 HOST_MAC = "02:dc:00:00:00:01"
@@ -511,17 +509,6 @@ def render() -> dict[str, str]:
     return out
 
 
-def write(folder: Path) -> list[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    changed = []
-    for name, text in render().items():
-        path = folder / name
-        if not path.exists() or path.read_text() != text:
-            path.write_text(text)
-            log.info("wrote %s", path)
-            changed.append(path)
-    return changed
-
-
-def stale(folder: Path) -> list[str]:
-    return [n for n, t in render().items() if not (folder / n).exists() or (folder / n).read_text() != t]
+def files(folder: Path) -> dict[Path, str]:
+    """The vector files in ``folder``, with their text."""
+    return {folder / name: text for name, text in render().items()}

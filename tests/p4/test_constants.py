@@ -8,24 +8,25 @@ from pathlib import Path
 import pytest
 
 from dlcp import protocol
-from dlcp.p4 import gen_constants, sizes
+from dlcp.p4 import gen_constants, generated, sizes
 from dlcp.wire import Header
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_committed_files_equal_the_generator_output() -> None:
-    stale = gen_constants.stale(ROOT)
+    stale = generated.stale(gen_constants.files(ROOT))
     assert not stale, f"regenerate with `dlcp p4 gen-constants`: {stale}"
 
 
 def test_stale_detects_an_edit(tmp_path: Path) -> None:
-    (tmp_path / "p4src/common").mkdir(parents=True)
-    assert gen_constants.write(tmp_path)
-    assert gen_constants.stale(tmp_path) == []
+    files = gen_constants.files(tmp_path)
+    assert generated.write(files) == list(files)  # folders created
+    assert generated.stale(files) == []
     path = tmp_path / "p4src/common/constants.p4"
     path.write_text(path.read_text().replace("19110", "19111"))
-    assert gen_constants.stale(tmp_path) == ["p4src/common/constants.p4"]
+    assert generated.stale(files) == [path]
+    assert generated.write(files) == [path] and generated.stale(files) == []
 
 
 def _consts(text: str) -> dict[str, int]:
