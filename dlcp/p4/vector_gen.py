@@ -22,7 +22,6 @@ from dlcp.p4.vectors import FORMAT, VERSION
 from dlcp.protocol import Flag, MessageKind, PacketType
 from dlcp.wire import Header
 
-
 ROUTER_MAC = "02:dc:00:00:00:fe"
 HOST_MAC = "02:dc:00:00:00:01"
 HOST_IP = "10.0.0.1"
