@@ -58,23 +58,19 @@ def dlcp_frame(
         payload = bytes((h.seq * 7 + i) & 0xFF for i in range(payload_len))
     if h.type != PacketType.TRIMMED:
         h = h.replace(length=len(payload))
-    tos = protocol.tos_for(h.priority, h.drop_class) if h.priority < 8 and h.drop_class < 4 else 0
-    return build_udp_frame(
-        eth_src=HOST_MAC,
-        eth_dst=ROUTER_MAC,
-        src_ip=HOST_IP,
-        dst_ip=dst_ip,
-        sport=sport,
-        dport=dport,
-        payload=h.pack() + payload,
-        tos=tos,
-        ttl=ttl,
-        ident=ident,
-    )
+    tos = protocol.tos_for(h.priority, h.drop_class)  # malformed classes are written later (with_byte)
+    return udp_frame(h.pack() + payload, dst_ip=dst_ip, sport=sport, dport=dport, ttl=ttl, ident=ident, tos=tos)
 
 
 def udp_frame(
-    payload: bytes, *, dst_ip: str = "10.2.0.5", sport: int = 41000, dport: int = 5000, ttl: int = 64, ident: int = 0
+    payload: bytes,
+    *,
+    dst_ip: str = "10.2.0.5",
+    sport: int = 41000,
+    dport: int = 5000,
+    ttl: int = 64,
+    ident: int = 0,
+    tos: int = 0,
 ) -> bytes:
     return build_udp_frame(
         eth_src=HOST_MAC,
@@ -84,6 +80,7 @@ def udp_frame(
         sport=sport,
         dport=dport,
         payload=payload,
+        tos=tos,
         ttl=ttl,
         ident=ident,
     )
