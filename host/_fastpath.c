@@ -34,6 +34,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <arpa/inet.h>
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
@@ -57,7 +58,7 @@
  * every packet has arrived; only those are placed directly (see rx_batch). */
 enum op { OP_STORE = 0, OP_ADD_F32 = 1, OP_ADD_F64 = 2, OP_ADD_I32 = 3, OP_STORE_RELIABLE = 4 };
 
-/* One expected message. Mirrors ENTRY_DTYPE in host/fastpath.py (112 bytes). */
+/* One expected message. Mirrors ENTRY_DTYPE in host/fastpath.py (120 bytes). */
 typedef struct {
     uint8_t inv[28];      /* header bytes [0, inv_bytes) of a full packet */
     uint32_t full_rows;   /* packets 0 .. full_rows-1 are full; packet full_rows is the short tail, if any */
@@ -72,9 +73,11 @@ typedef struct {
     uint32_t last_seen;   /* out: a LAST flag was seen */
     uint32_t priority;    /* out: priority byte of the last placed packet */
     uint64_t placed_elems; /* out: elements placed */
+    uint32_t need;        /* in: packets to place before the message may complete (0: no limit) */
+    uint32_t pad;
 } entry_t;
 
-_Static_assert(sizeof(entry_t) == 112, "entry_t must match ENTRY_DTYPE");
+_Static_assert(sizeof(entry_t) == 120, "entry_t must match ENTRY_DTYPE");
 
 static struct {
     int set;
@@ -210,9 +213,197 @@ static int hdr_matches(const entry_t *e, const uint8_t *seg, uint32_t want_seq) 
            (uint64_t)be32(seg + L.off_at) == (uint64_t)want_seq * e->epp;
 }
 
+/* What one rx_batch call works with, and what its rounds add up. */
+typedef struct {
+    int fd;
+    uint8_t *base;
+    Py_ssize_t slot_bytes, seg_size, nslots, nentries;
+    struct iovec *iov;
+    entry_t *entries;
+    int64_t *out_runs;
+    const uint8_t *draw;
+    Py_ssize_t ndraws, drop_pos;
+    Py_ssize_t nruns, injected, truncated, direct, cache, hint_entry, hint_seq;
+    int err;
+} rx_ctx;
+
+/* One recvmmsg of up to nslots datagrams, placed (direct placement, then the
+ * ring) as described at rx_batch. Returns the number of datagrams; leftovers
+ * are appended to c->out_runs. */
+static int rx_round(rx_ctx *c) {
+    const Py_ssize_t slot_bytes = c->slot_bytes, seg_size = c->seg_size, nslots = c->nslots;
+    const size_t per = (size_t)(slot_bytes / seg_size), H = L.header_size;
+    entry_t *entries = c->entries;
+    uint8_t *base = c->base;
+    const uint8_t *draw = c->draw;
+    struct mmsghdr msgs[MAX_SLOTS];
+    uint8_t ctrl[MAX_SLOTS][CONTROL_BYTES] __attribute__((aligned(8)));
+    int predicted[MAX_SLOTS];
+    uint64_t pred_seq[MAX_SLOTS], done_mask[MAX_SLOTS];
+    Py_ssize_t out_entry = c->hint_entry, out_seq = c->hint_seq;
+    entry_t *pe = NULL;
+    uint64_t next = 0;
+    if (c->hint_entry >= 0 && c->hint_entry < c->nentries && entries[c->hint_entry].op == OP_STORE_RELIABLE &&
+        (Py_ssize_t)(H + entries[c->hint_entry].pb) == seg_size && c->hint_seq >= 0) {
+        pe = &entries[c->hint_entry];
+        next = (uint64_t)c->hint_seq;
+    }
+    memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)nslots);
+    for (Py_ssize_t i = 0; i < nslots; i++) {
+        uint8_t *slot = base + i * slot_bytes;
+        struct iovec *v = c->iov + i * 2 * MAX_SEGS_PER_SLOT;
+        predicted[i] = 0;
+        done_mask[i] = 0;
+        if (pe && next + per <= pe->full_rows) {
+            const uint8_t *rcv = (const uint8_t *)(uintptr_t)pe->received;
+            size_t k = 0;
+            while (k < per && !rcv[next + k]) k++;
+            predicted[i] = k == per;
+        }
+        if (predicted[i]) {
+            uint8_t *dst = (uint8_t *)(uintptr_t)pe->dst;
+            for (size_t k = 0; k < per; k++) {
+                v[2 * k].iov_base = slot + k * (size_t)seg_size;
+                v[2 * k].iov_len = H;
+                v[2 * k + 1].iov_base = dst + (next + k) * pe->pb;
+                v[2 * k + 1].iov_len = pe->pb;
+            }
+            msgs[i].msg_hdr.msg_iovlen = 2 * per;
+            pred_seq[i] = next;
+            next += per;
+        } else {
+            pe = NULL; /* the guess ran out: plain slots from here */
+            v[0].iov_base = slot;
+            v[0].iov_len = (size_t)slot_bytes;
+            msgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        msgs[i].msg_hdr.msg_iov = v;
+        msgs[i].msg_hdr.msg_control = ctrl[i];
+        msgs[i].msg_hdr.msg_controllen = CONTROL_BYTES;
+    }
+    int n = recvmmsg(c->fd, msgs, (unsigned)nslots, MSG_DONTWAIT, NULL);
+    if (n < 0) {
+        c->err = errno;
+        return 0;
+    }
+    pe = c->hint_entry >= 0 && c->hint_entry < c->nentries ? &entries[c->hint_entry] : NULL;
+    /* Pass 1: keep the right guesses, copy the rest back into the ring. Draws are
+     * consumed in arrival order, so each segment's index in the stream is fixed here. */
+    Py_ssize_t first_draw[MAX_SLOTS];
+    size_t lens[MAX_SLOTS], gsos[MAX_SLOTS];
+    int truncs[MAX_SLOTS];
+    Py_ssize_t pos = c->drop_pos;
+    int last_slot = -1;
+    for (int i = 0; i < n; i++) {
+        geometry(&msgs[i], (size_t)slot_bytes, &lens[i], &gsos[i], &truncs[i]);
+        size_t len = lens[i], gso = gsos[i];
+        int trunc = truncs[i];
+        first_draw[i] = pos;
+        pos += (Py_ssize_t)((len + gso - 1) / gso);
+        if (!predicted[i]) continue;
+        uint8_t *slot = base + (size_t)i * (size_t)slot_bytes;
+        uint8_t *dst = (uint8_t *)(uintptr_t)pe->dst;
+        uint8_t *rcv = (uint8_t *)(uintptr_t)pe->received;
+        for (size_t k = 0; k < per && k * (size_t)seg_size < len; k++) {
+            uint8_t *seg = slot + k * (size_t)seg_size;
+            uint8_t *zone = dst + (pred_seq[i] + k) * pe->pb;
+            size_t have = len - k * (size_t)seg_size;
+            uint64_t seq = pred_seq[i] + k;
+            Py_ssize_t d = first_draw[i] + (Py_ssize_t)k;
+            int dropped = draw && d < c->ndraws && draw[d] && seg[0] == L.data_vt;
+            if (!trunc && gso == (size_t)seg_size && have >= (size_t)seg_size && !dropped &&
+                hdr_matches(pe, seg, (uint32_t)seq)) {
+                rcv[seq] = 1;
+                pe->placed++;
+                pe->placed_elems += pe->epp;
+                pe->priority = seg[L.prio_at];
+                if (seg[L.flags_at] & L.last_flag) pe->last_seen = 1;
+                done_mask[i] |= 1ull << k;
+                c->direct++;
+                last_slot = i;
+                out_seq = (Py_ssize_t)seq + 1;
+            } else if (have > H) {
+                size_t m = have - H < pe->pb ? have - H : pe->pb;
+                memmove(seg + H, zone, m);
+            }
+        }
+    }
+    /* Pass 2: every slot in its plain layout; segments kept in pass 1 are skipped. */
+    for (int i = 0; i < n; i++) {
+        uint8_t *slot = base + (size_t)i * (size_t)slot_bytes;
+        size_t len = lens[i], gso = gsos[i];
+        if (truncs[i]) c->truncated++;
+        Py_ssize_t d = first_draw[i];
+        int64_t run_start = -1, run_len = 0;
+        for (size_t off = 0, j = 0; off < len; off += gso, j++, d++) {
+            size_t seg_len = len - off < gso ? len - off : gso;
+            uint8_t *seg = slot + off;
+            int consumed = j < 64 && (done_mask[i] >> j) & 1;
+            if (!consumed && draw && d < c->ndraws && draw[d] && seg_len > H && seg[0] == L.data_vt) {
+                c->injected++;
+                consumed = 1;
+            }
+            if (!consumed && seg_len >= H) {
+                int tail;
+                entry_t *e = match(entries, c->nentries, &c->cache, seg, seg_len, &tail);
+                if (e && place(e, seg, tail)) {
+                    consumed = 1;
+                    if (i >= last_slot) { /* the latest arrival: where the next batch likely goes on */
+                        last_slot = i;
+                        out_entry = e - entries;
+                        out_seq = (Py_ssize_t)be32(seg + L.seq_at) + 1;
+                    }
+                }
+            }
+            if (consumed) {
+                if (run_start >= 0) {
+                    c->out_runs[3 * c->nruns] = run_start;
+                    c->out_runs[3 * c->nruns + 1] = run_len;
+                    c->out_runs[3 * c->nruns + 2] = (int64_t)gso;
+                    c->nruns++;
+                    run_start = -1;
+                }
+                continue;
+            }
+            if (run_start < 0) {
+                run_start = (int64_t)(slot - base + off);
+                run_len = 0;
+            }
+            run_len += (int64_t)seg_len;
+        }
+        if (run_start >= 0) {
+            c->out_runs[3 * c->nruns] = run_start;
+            c->out_runs[3 * c->nruns + 1] = run_len;
+            c->out_runs[3 * c->nruns + 2] = (int64_t)gso;
+            c->nruns++;
+        }
+    }
+    if (draw) c->drop_pos = pos < c->ndraws ? pos : c->ndraws;
+    c->hint_entry = out_entry;
+    c->hint_seq = out_seq;
+    return n;
+}
+
+/* Whether another round may run: nothing left for Python, no message that may
+ * have completed or whose sender said LAST, and draws for a whole batch. */
+static int may_continue(const rx_ctx *c) {
+    if (c->nruns || c->err) return 0;
+    for (Py_ssize_t i = 0; i < c->nentries; i++) {
+        const entry_t *e = &c->entries[i];
+        if (e->last_seen || (e->need && e->placed >= e->need)) return 0;
+    }
+    return !c->draw || c->ndraws - c->drop_pos >= c->nslots * MAX_SEGS_PER_SLOT;
+}
+
+static double elapsed_us(const struct timespec *t0) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) * 1e6 + (double)(t.tv_nsec - t0->tv_nsec) / 1e3;
+}
+
 /*
  * rx_batch(fd, ring, slot_bytes, seg_size, nslots, timeout_ms, entries, nentries, runs, drops, drop_pos,
- *          hint_entry, hint_seq, generation, table_generation)
+ *          hint_entry, hint_seq, generation, table_generation, budget_us)
  *   -> (datagrams, nruns, drop_pos, injected, truncated, direct, hint_entry, hint_seq)
  *
  * ring: writable buffer of nslots * slot_bytes; entries: writable buffer of
@@ -224,6 +415,14 @@ static int hdr_matches(const entry_t *e, const uint8_t *seg, uint32_t want_seq) 
  * messages change; if it no longer equals table_generation when data arrives,
  * the call returns without receiving, so the caller rebuilds the table first
  * (a message posted while this thread waited is then placed here, not by Python).
+ *
+ * Rounds. The first round waits up to timeout_ms for data. While Python has
+ * nothing to do (see may_continue: no leftover runs, no entry whose `need` is
+ * met or that saw LAST, the table still current), further rounds run for up
+ * to budget_us from the call's start, waiting for data within that budget;
+ * so Python books the placed packets (entries' out fields, summed over the
+ * rounds) once per budget or per event, not once per recvmmsg. budget_us 0:
+ * one round.
  *
  * Direct placement. For a reliable stored message (op OP_STORE_RELIABLE) the
  * next packets usually continue where the last batch stopped (hint_entry,
@@ -240,7 +439,7 @@ static int hdr_matches(const entry_t *e, const uint8_t *seg, uint32_t want_seq) 
 static PyObject *rx_batch(PyObject *self, PyObject *args) {
     (void)self;
     int fd, timeout_ms;
-    Py_ssize_t slot_bytes, seg_size, nslots, nentries, drop_pos, hint_entry, hint_seq;
+    Py_ssize_t slot_bytes, seg_size, nslots, nentries, drop_pos, hint_entry, hint_seq, budget_us;
     long long table_gen;
     Py_buffer ring, ents, runs, gen, drops = {0};
     PyObject *drops_obj;
@@ -248,8 +447,9 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_RuntimeError, "set_layout() must be called first");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "iw*nnniw*nw*Onnny*L", &fd, &ring, &slot_bytes, &seg_size, &nslots, &timeout_ms,
-                          &ents, &nentries, &runs, &drops_obj, &drop_pos, &hint_entry, &hint_seq, &gen, &table_gen))
+    if (!PyArg_ParseTuple(args, "iw*nnniw*nw*Onnny*Ln", &fd, &ring, &slot_bytes, &seg_size, &nslots, &timeout_ms,
+                          &ents, &nentries, &runs, &drops_obj, &drop_pos, &hint_entry, &hint_seq, &gen, &table_gen,
+                          &budget_us))
         return NULL;
     PyObject *result = NULL;
     struct iovec *iov = NULL;
@@ -283,175 +483,49 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         goto out;
     }
 
-    entry_t *entries = (entry_t *)ents.buf;
-    int64_t *out_runs = (int64_t *)runs.buf;
-    uint8_t *base = (uint8_t *)ring.buf;
-    const uint8_t *draw = have_drops ? (const uint8_t *)drops.buf : NULL;
-    Py_ssize_t ndraws = have_drops ? drops.len : 0;
-    int n = 0, err = 0;
-    Py_ssize_t nruns = 0, injected = 0, truncated = 0, direct = 0, cache = 0, out_entry = hint_entry, out_seq = hint_seq;
-    const size_t per = (size_t)(slot_bytes / seg_size), H = L.header_size;
+    rx_ctx c = {
+        .fd = fd, .base = (uint8_t *)ring.buf, .slot_bytes = slot_bytes, .seg_size = seg_size, .nslots = nslots,
+        .nentries = nentries, .iov = iov, .entries = (entry_t *)ents.buf, .out_runs = (int64_t *)runs.buf,
+        .draw = have_drops ? (const uint8_t *)drops.buf : NULL, .ndraws = have_drops ? drops.len : 0,
+        .drop_pos = drop_pos, .hint_entry = hint_entry, .hint_seq = hint_seq,
+    };
+    int n = 0;
 
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < nentries; i++) {
-        entries[i].placed = 0;
-        entries[i].last_seen = 0;
-        entries[i].placed_elems = 0;
+        c.entries[i].placed = 0;
+        c.entries[i].last_seen = 0;
+        c.entries[i].placed_elems = 0;
     }
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
     const volatile int64_t *generation = (const volatile int64_t *)gen.buf;
-    if (poll(&pfd, 1, timeout_ms) > 0 && *generation == (int64_t)table_gen) {
-        struct mmsghdr msgs[MAX_SLOTS];
-        uint8_t ctrl[MAX_SLOTS][CONTROL_BYTES] __attribute__((aligned(8)));
-        int predicted[MAX_SLOTS];
-        uint64_t pred_seq[MAX_SLOTS], done_mask[MAX_SLOTS];
-        entry_t *pe = NULL;
-        uint64_t next = 0;
-        if (hint_entry >= 0 && hint_entry < nentries && entries[hint_entry].op == OP_STORE_RELIABLE &&
-            (Py_ssize_t)(H + entries[hint_entry].pb) == seg_size && hint_seq >= 0) {
-            pe = &entries[hint_entry];
-            next = (uint64_t)hint_seq;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int round = 0;; round++) {
+        int ready;
+        if (round == 0) {
+            ready = poll(&pfd, 1, timeout_ms) > 0;
+        } else {
+            double left = (double)budget_us - elapsed_us(&t0);
+            if (left <= 0) break;
+            struct timespec ts = {.tv_sec = (time_t)(left / 1e6), .tv_nsec = (long)((left - 1e6 * (double)(time_t)(left / 1e6)) * 1e3)};
+            ready = ppoll(&pfd, 1, &ts, NULL) > 0;
         }
-        memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)nslots);
-        for (Py_ssize_t i = 0; i < nslots; i++) {
-            uint8_t *slot = base + i * slot_bytes;
-            struct iovec *v = iov + i * 2 * MAX_SEGS_PER_SLOT;
-            predicted[i] = 0;
-            done_mask[i] = 0;
-            if (pe && next + per <= pe->full_rows) {
-                const uint8_t *rcv = (const uint8_t *)(uintptr_t)pe->received;
-                size_t k = 0;
-                while (k < per && !rcv[next + k]) k++;
-                predicted[i] = k == per;
-            }
-            if (predicted[i]) {
-                uint8_t *dst = (uint8_t *)(uintptr_t)pe->dst;
-                for (size_t k = 0; k < per; k++) {
-                    v[2 * k].iov_base = slot + k * (size_t)seg_size;
-                    v[2 * k].iov_len = H;
-                    v[2 * k + 1].iov_base = dst + (next + k) * pe->pb;
-                    v[2 * k + 1].iov_len = pe->pb;
-                }
-                msgs[i].msg_hdr.msg_iovlen = 2 * per;
-                pred_seq[i] = next;
-                next += per;
-            } else {
-                pe = NULL; /* the guess ran out: plain slots from here */
-                v[0].iov_base = slot;
-                v[0].iov_len = (size_t)slot_bytes;
-                msgs[i].msg_hdr.msg_iovlen = 1;
-            }
-            msgs[i].msg_hdr.msg_iov = v;
-            msgs[i].msg_hdr.msg_control = ctrl[i];
-            msgs[i].msg_hdr.msg_controllen = CONTROL_BYTES;
-        }
-        n = recvmmsg(fd, msgs, (unsigned)nslots, MSG_DONTWAIT, NULL);
-        if (n < 0) {
-            err = errno;
-            n = 0;
-        }
-        pe = hint_entry >= 0 && hint_entry < nentries ? &entries[hint_entry] : NULL;
-        /* Pass 1: keep the right guesses, copy the rest back into the ring. Draws are
-         * consumed in arrival order, so each segment's index in the stream is fixed here. */
-        Py_ssize_t first_draw[MAX_SLOTS];
-        size_t lens[MAX_SLOTS], gsos[MAX_SLOTS];
-        int truncs[MAX_SLOTS];
-        Py_ssize_t pos = drop_pos;
-        int last_slot = -1;
-        for (int i = 0; i < n; i++) {
-            geometry(&msgs[i], (size_t)slot_bytes, &lens[i], &gsos[i], &truncs[i]);
-            size_t len = lens[i], gso = gsos[i];
-            int trunc = truncs[i];
-            first_draw[i] = pos;
-            pos += (Py_ssize_t)((len + gso - 1) / gso);
-            if (!predicted[i]) continue;
-            uint8_t *slot = base + (size_t)i * (size_t)slot_bytes;
-            uint8_t *dst = (uint8_t *)(uintptr_t)pe->dst;
-            uint8_t *rcv = (uint8_t *)(uintptr_t)pe->received;
-            for (size_t k = 0; k < per && k * (size_t)seg_size < len; k++) {
-                uint8_t *seg = slot + k * (size_t)seg_size;
-                uint8_t *zone = dst + (pred_seq[i] + k) * pe->pb;
-                size_t have = len - k * (size_t)seg_size;
-                uint64_t seq = pred_seq[i] + k;
-                Py_ssize_t d = first_draw[i] + (Py_ssize_t)k;
-                int dropped = draw && d < ndraws && draw[d] && seg[0] == L.data_vt;
-                if (!trunc && gso == (size_t)seg_size && have >= (size_t)seg_size && !dropped &&
-                    hdr_matches(pe, seg, (uint32_t)seq)) {
-                    rcv[seq] = 1;
-                    pe->placed++;
-                    pe->placed_elems += pe->epp;
-                    pe->priority = seg[L.prio_at];
-                    if (seg[L.flags_at] & L.last_flag) pe->last_seen = 1;
-                    done_mask[i] |= 1ull << k;
-                    direct++;
-                    last_slot = i;
-                    out_seq = (Py_ssize_t)seq + 1;
-                } else if (have > H) {
-                    size_t m = have - H < pe->pb ? have - H : pe->pb;
-                    memmove(seg + H, zone, m);
-                }
-            }
-        }
-        /* Pass 2: every slot in its plain layout; segments kept in pass 1 are skipped. */
-        for (int i = 0; i < n; i++) {
-            uint8_t *slot = base + (size_t)i * (size_t)slot_bytes;
-            size_t len = lens[i], gso = gsos[i];
-            if (truncs[i]) truncated++;
-            Py_ssize_t d = first_draw[i];
-            int64_t run_start = -1, run_len = 0;
-            for (size_t off = 0, j = 0; off < len; off += gso, j++, d++) {
-                size_t seg_len = len - off < gso ? len - off : gso;
-                uint8_t *seg = slot + off;
-                int consumed = j < 64 && (done_mask[i] >> j) & 1;
-                if (!consumed && draw && d < ndraws && draw[d] && seg_len > H && seg[0] == L.data_vt) {
-                    injected++;
-                    consumed = 1;
-                }
-                if (!consumed && seg_len >= H) {
-                    int tail;
-                    entry_t *e = match(entries, nentries, &cache, seg, seg_len, &tail);
-                    if (e && place(e, seg, tail)) {
-                        consumed = 1;
-                        if (i >= last_slot) { /* the latest arrival: where the next batch likely goes on */
-                            last_slot = i;
-                            out_entry = e - entries;
-                            out_seq = (Py_ssize_t)be32(seg + L.seq_at) + 1;
-                        }
-                    }
-                }
-                if (consumed) {
-                    if (run_start >= 0) {
-                        out_runs[3 * nruns] = run_start;
-                        out_runs[3 * nruns + 1] = run_len;
-                        out_runs[3 * nruns + 2] = (int64_t)gso;
-                        nruns++;
-                        run_start = -1;
-                    }
-                    continue;
-                }
-                if (run_start < 0) {
-                    run_start = (int64_t)(slot - base + off);
-                    run_len = 0;
-                }
-                run_len += (int64_t)seg_len;
-            }
-            if (run_start >= 0) {
-                out_runs[3 * nruns] = run_start;
-                out_runs[3 * nruns + 1] = run_len;
-                out_runs[3 * nruns + 2] = (int64_t)gso;
-                nruns++;
-            }
-        }
-        if (draw) drop_pos = pos < ndraws ? pos : ndraws;
+        if (!ready || *generation != (int64_t)table_gen) break;
+        int got = rx_round(&c);
+        n += got;
+        if (got == 0 || budget_us <= 0 || !may_continue(&c)) break;
     }
     Py_END_ALLOW_THREADS
 
+    int err = c.err;
     if (err && err != EAGAIN && err != EWOULDBLOCK && err != EINTR && err != ECONNREFUSED) {
         errno = err;
         PyErr_SetFromErrno(PyExc_OSError);
         goto out;
     }
-    result = Py_BuildValue("(innnnnnn)", n, nruns, drop_pos, injected, truncated, direct, out_entry, out_seq);
+    result = Py_BuildValue("(innnnnnn)", n, c.nruns, c.drop_pos, c.injected, c.truncated, c.direct, c.hint_entry,
+                           c.hint_seq);
 out:
     PyMem_RawFree(iov);
     PyBuffer_Release(&ring);

@@ -31,7 +31,7 @@ import numpy as np
 from dlcp.assembler import Assembler, IngestResult
 from dlcp.config import TransportConfig
 from dlcp.host.errors import PeerTimeoutError, TransportError
-from dlcp.host.fastpath import FastReceiver, FastSender, available
+from dlcp.host.fastpath import DEFAULT_BUDGET_S, FastReceiver, FastSender, available
 from dlcp.host.loss import LossInjector, LossSpec
 from dlcp.host.pacing import AimdPacer, PacingConfig
 from dlcp.host.udp import MAX_GSO_BYTES, MAX_GSO_SEGMENTS, MmsgSender, PacketSender, RecvRing, open_socket
@@ -158,6 +158,12 @@ class Endpoint:
         self._out: dict[MessageKey, _Out] = {}
         self._nack_cut: dict[MessageKey, int] = {}  # reliable messages: gaps below this were NACKed
         self.early_nacks = 0
+        # Messages completed (and STOPped) while handling the current receive batch; a
+        # probe for one of them in the same batch was sent before that STOP, which
+        # answers it, so it gets no second STOP (if that STOP is lost, the probe is
+        # repeated and answered then).
+        self._stopped_in_batch: set[MessageKey] = set()
+        self.stops_saved = 0
         # When each rank was last heard from (any packet): on a timeout, the peer silent
         # longest among those we wait on is named, not a live peer blocked behind it.
         self._heard: dict[int, float] = {r: time.monotonic() for r in addresses}
@@ -176,7 +182,9 @@ class Endpoint:
         self._tx: PacketSender
         self._rx_tx: PacketSender
         if self.cfg.fast_path and available():
-            self._fast = FastReceiver(self.sock, self.seg_size)
+            # Early NACKs look at every batch's progress, so C then returns after each one.
+            budget = 0.0 if self.cfg.reorder_window else DEFAULT_BUDGET_S
+            self._fast = FastReceiver(self.sock, self.seg_size, budget_s=budget)
             self._tx, self._rx_tx = FastSender(self.seg_size), FastSender(self.seg_size)
         else:
             self._ring = RecvRing(self.sock, self.seg_size)
@@ -491,6 +499,7 @@ class Endpoint:
             return
         now = time.monotonic()
         with self._cond:
+            self._stopped_in_batch.clear()
             fast.account(self.asm, got, now)
             self._handle(got.result, now)
             for start, nbytes, seg in got.runs:
@@ -504,6 +513,8 @@ class Endpoint:
         if got is None:
             return
         now = time.monotonic()
+        with self._cond:
+            self._stopped_in_batch.clear()
         for start, nbytes, seg in got.runs:
             runs = [(start, nbytes)] if self.loss is None else self.loss.keep_runs(got.buf, start, nbytes, seg)
             for s, n in runs:
@@ -568,6 +579,7 @@ class Endpoint:
         handle = self._handles.pop(msg.key, None)
         if handle is not None:
             handle.event.set()
+        self._stopped_in_batch.add(msg.key)
         self._send_bitmap(msg, PacketType.STOP, probe_id)
 
     def _on_probe(self, hdr: Header, now: float) -> None:
@@ -578,6 +590,9 @@ class Endpoint:
         spec = MessageSpec(key, hdr.kind, 0, 1, hdr.dtype, hdr.layer)
         if msg is None:
             # Completed (answer STOP again) or not expected yet (an empty BITMAP: alive, keep waiting).
+            if key in self._stopped_in_batch:
+                self.stops_saved += 1
+                return
             done = self.asm.is_completed(key)
             ptype = PacketType.STOP if done else PacketType.BITMAP
             self._send_control(spec, ptype, hdr.src, seq=hdr.seq, flags=Flag.FINAL if done else Flag.NONE)

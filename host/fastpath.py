@@ -38,19 +38,27 @@ ENTRY_DTYPE = np.dtype(
     {
         "names": [
             "inv", "full_rows", "dst", "received", "pb", "epp", "op", "tail_bytes", "inv_tail",
-            "placed", "last_seen", "priority", "placed_elems",
+            "placed", "last_seen", "priority", "placed_elems", "need",
         ],
         "formats": [
-            ("u1", 28), "<u4", "<u8", "<u8", "<u4", "<u4", "<u4", "<u4", ("u1", 28), "<u4", "<u4", "<u4", "<u8",
+            ("u1", 28), "<u4", "<u8", "<u8", "<u4", "<u4", "<u4", "<u4", ("u1", 28), "<u4", "<u4", "<u4", "<u8", "<u4",
         ],
-        "offsets": [0, 28, 32, 40, 48, 52, 56, 60, 64, 92, 96, 100, 104],
-        "itemsize": 112,
+        "offsets": [0, 28, 32, 40, 48, 52, 56, 60, 64, 92, 96, 100, 104, 112],
+        "itemsize": 120,
     }
 )  # fmt: skip
 """One expected message, as ``entry_t`` in host/_fastpath.c."""
 
 MAX_SLOTS = 64
 _SEGS_PER_SLOT = 64  # UDP GRO coalesces at most 64 segments
+_DRAW_BATCHES = 8  # loss-injection draws are refilled for this many batches at a time
+DEFAULT_BUDGET_S = 0.005
+"""How long one receive call may keep placing in C before Python books what it placed.
+
+C returns earlier whenever Python has something to do (leftover packets, a
+message that may complete, a LAST flag, a new expected message), so the budget
+only bounds how stale the bookkeeping may get: liveness (a peer heard from)
+and statistics lag by at most this much."""
 _STORE, _STORE_RELIABLE = 0, 4
 _OPS = {DType.FLOAT32: 1, DType.FLOAT64: 2, DType.INT32: 3}  # reduce-on-receive ops in C
 _FIELD = {f.name: f for f in HEADER_FIELDS}
@@ -94,7 +102,9 @@ class FastBatch:
 class FastReceiver:
     """recvmmsg + placement in C for one socket and one assembler (used by one thread)."""
 
-    def __init__(self, sock: socket.socket, seg_size: int, slots: int = MAX_SLOTS) -> None:
+    def __init__(
+        self, sock: socket.socket, seg_size: int, slots: int = MAX_SLOTS, budget_s: float = DEFAULT_BUDGET_S
+    ) -> None:
         mod = _load()
         if mod is None:
             raise RuntimeError("the C data path (dlcp.host._fastpath) is not built")
@@ -102,6 +112,9 @@ class FastReceiver:
         self.fd = sock.fileno()
         per = max(1, min(MAX_GSO_BYTES // seg_size, MAX_GSO_SEGMENTS))
         self.seg_size = seg_size
+        if budget_s < 0:
+            raise ValueError(f"budget_s must be >= 0, got {budget_s}")
+        self.budget_us = int(budget_s * 1e6)
         self.slot_bytes = per * seg_size
         self.slots = min(slots, MAX_SLOTS)
         self.buf = np.zeros(self.slots * self.slot_bytes, dtype=np.uint8)
@@ -142,16 +155,20 @@ class FastReceiver:
 
     def receive(self, timeout_s: float, loss: LossInjector | None) -> FastBatch | None:
         """Wait up to ``timeout_s`` for data and take one batch; ``None`` if nothing came."""
-        need = self.slots * _SEGS_PER_SLOT
+        need = self.slots * _SEGS_PER_SLOT  # draws one batch may consume; C runs another only with as many left
         if loss is not None and self._draws.size - self._draw_pos < need:
-            fresh = loss.draw(max(need, 4096)).astype(np.uint8)
+            fresh = loss.draw(need * _DRAW_BATCHES).astype(np.uint8)
             self._draws = np.concatenate((self._draws[self._draw_pos :], fresh))
             self._draw_pos = 0
+        if self._msgs:  # C returns early once a message may complete (racy reads only move that moment)
+            self._entries["need"] = [
+                1 if m.sender_done else max(1, m.spec.pkt_count - m.n_received) for m in self._msgs
+            ]
         hint = self._index.get(self._hint_key, -1) if self._hint_key is not None else -1
         n, nruns, pos, injected, truncated, direct, hint, self._hint_seq = self._c.rx_batch(
             self.fd, self.buf, self.slot_bytes, self.seg_size, self.slots, max(0, int(timeout_s * 1000)),
             self._entries, len(self._entries), self._runs, self._draws if loss is not None else None,
-            self._draw_pos, hint, self._hint_seq, self._gen_cell, self._generation,
+            self._draw_pos, hint, self._hint_seq, self._gen_cell, self._generation, self.budget_us,
         )  # fmt: skip
         self._hint_key = self._msgs[hint].key if 0 <= hint < len(self._msgs) else None
         if n == 0:

@@ -330,3 +330,61 @@ def test_tiny_segments_and_duplicates_in_one_gro_buffer() -> None:
     np.testing.assert_array_equal(out, values)
     assert asm.counters[DropReason.OK] == spec.pkt_count
     assert asm.counters[DropReason.DUPLICATE] + asm.counters[DropReason.LATE] == spec.pkt_count
+
+
+def _one_by_one(pair: Pair, spec: MessageSpec, values: np.ndarray, seqs: np.ndarray | None = None) -> None:
+    """Each packet its own datagram (loopback does not coalesce separate sends)."""
+    pair.send(packets(spec, values, last=False, seqs=seqs).packets())
+
+
+def test_one_call_runs_rounds_until_a_message_may_complete() -> None:
+    """With a budget, C keeps receiving while Python has nothing to do; without, one recvmmsg a call."""
+    rx = open_socket("127.0.0.1", 0)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        p = Pair.__new__(Pair)
+        p.rx, p.tx = rx, tx
+        a, b = _spec(20, 64 * 20, DType.FLOAT32), _spec(21, 64 * 20, DType.FLOAT32)
+        for budget, want in ((0.0, 8), (1.0, 24)):
+            asm = _assembler()
+            msg_a, msg_b = (asm.expect(s, np.zeros(s.num_elems, np.float32)) for s in (a, b))
+            p.fast = fastpath.FastReceiver(rx, HEADER_SIZE + EPP * 4, slots=8, budget_s=budget)
+            _one_by_one(p, a, _values(a.num_elems, DType.FLOAT32, 0))
+            _one_by_one(p, b, _values(b.num_elems, DType.FLOAT32, 1))
+            time.sleep(0.05)
+            p.fast.refresh(asm)
+            got = p.fast.receive(0.5, None)
+            assert got is not None and got.datagrams == want
+            p.fast.account(asm, got, 0.0)
+            # with the budget: 8 + 8 + 8 datagrams, the third round completing message a
+            assert msg_a.done == (budget > 0) and not msg_b.done
+            p.drain(asm, quiet_s=0.05)
+            assert msg_a.done and msg_b.done
+    finally:
+        rx.close()
+        tx.close()
+
+
+def test_a_control_packet_ends_the_call_and_the_budget_bounds_it(pair: Pair) -> None:
+    """Leftovers must reach Python before the ring is reused; with nothing to place, the budget ends the call."""
+    spec = _spec(22, 64 * 40, DType.FLOAT32)
+    values = _values(spec.num_elems, DType.FLOAT32, 0)
+    asm = _assembler()
+    msg = asm.expect(spec, np.zeros_like(values))
+    fast = fastpath.FastReceiver(pair.rx, HEADER_SIZE + EPP * 4, slots=8, budget_s=1.0)
+    _one_by_one(pair, spec, values, np.arange(10))
+    probe = Header(PacketType.PROBE, job_id=JOB, src=1, token=TOKEN, msg_id=22)
+    pair.send([probe.pack()])
+    _one_by_one(pair, spec, values, np.arange(10, 30))
+    time.sleep(0.05)
+    fast.refresh(asm)
+    got = fast.receive(0.5, None)
+    assert got is not None and got.datagrams == 16  # rounds of 8; the second holds the probe
+    assert len(got.runs) == 1
+    fast.account(asm, got, 0.0)
+    assert msg.n_received == 15
+    fast.budget_us = 50_000
+    t0 = time.monotonic()
+    got = fast.receive(0.5, None)  # the 15 left, then nothing more within the budget
+    assert got is not None and got.datagrams == 15 and got.runs == []
+    assert time.monotonic() - t0 >= 0.04

@@ -14,8 +14,9 @@ from dlcp.host.endpoint import Endpoint, free_port
 from dlcp.host.errors import PeerTimeoutError
 from dlcp.host.local import local_endpoints, run_ranks
 from dlcp.host.loss import LossSpec
+from dlcp.packetizer import build_packets
 from dlcp.policy import KindPolicy, Policy
-from dlcp.protocol import Flag, MessageKind, PacketType
+from dlcp.protocol import HEADER_SIZE, Flag, MessageKind, PacketType
 from dlcp.wire import Header
 
 SMALL = TransportConfig(port=0, payload_bytes=1024, peer_timeout_s=3.0)
@@ -323,3 +324,39 @@ def test_a_bitmap_before_the_first_pass_ends_is_not_acted_on() -> None:
             assert (eps[0].send_stats.retransmitted, out.probe_id) == (12, 1), "after the pass: served"
     finally:
         close(eps)
+
+
+def test_a_probe_in_the_batch_that_completed_its_message_gets_no_second_stop() -> None:
+    """The STOP sent on completion answers a probe sent before it; a later probe is answered again."""
+    from dlcp.message import MessageKey, MessageSpec
+
+    raw = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    raw.bind(("127.0.0.1", 0))
+    raw.settimeout(0.3)
+    ep = Endpoint(rank=1, job_id=1, token=7, addresses={0: raw.getsockname(), 1: ("127.0.0.1", 0)}, transport=SMALL)
+
+    def replies() -> list[PacketType]:
+        got = []
+        try:
+            while True:
+                got.append(Header.unpack(raw.recv(65536)[:HEADER_SIZE]).type)
+        except TimeoutError:
+            return got
+
+    try:
+        spec = MessageSpec(MessageKey(1, 0, 5, 0), MessageKind.ALL_GATHER, 256 * 4, 256)
+        values = np.arange(spec.num_elems, dtype=np.float32)
+        handle = ep.post_recv(spec, np.zeros_like(values))
+        for d in build_packets(spec, values, token=7, priority=3, last=True).packets():
+            raw.sendto(d, ep.address)
+        np.testing.assert_array_equal(ep.wait(handle).view.view(np.float32), values)
+        assert replies() == [PacketType.STOP]
+        probe = Header(PacketType.PROBE, job_id=1, src=0, token=7, msg_id=5, seq=1)
+        with ep._cond:  # as if the probe had come in the batch that completed the message
+            ep._on_probe(probe, time.monotonic())
+        assert replies() == [] and ep.stops_saved == 1
+        raw.sendto(probe.pack(), ep.address)  # a later batch: the first STOP may have been lost
+        assert replies() == [PacketType.STOP]
+    finally:
+        ep.close()
+        raw.close()
