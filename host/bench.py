@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from dlcp.config import TransportConfig
+from dlcp.config import DLCPConfig, TransportConfig, load
 from dlcp.host.collectives import Mode
 from dlcp.host.launch import spawn
 from dlcp.host.loss import LossInjector, LossSpec
@@ -35,6 +35,8 @@ class BenchConfig:
     payload_bytes: int = 8192
     reorder_window: int = 0
     seed: int = 0
+    config: str | None = None
+    """A DLCP job file whose ``[policy]`` and ``[limits]`` DLCP runs with (the flags set the transport)."""
 
     def __post_init__(self) -> None:
         if self.workers < 2:
@@ -61,7 +63,7 @@ def _summary(times: list[float], size: int) -> dict[str, float]:
     return {"median_s": med, "p99_s": float(np.percentile(t, 99)), "gbps": size / med / 1e9}
 
 
-def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig) -> dict[str, Any]:
+def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig, job: DLCPConfig) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
 
@@ -80,7 +82,7 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig) -> dict
     with open_session(
         rank=rank, world=world, store_host="127.0.0.1", store_port=store_port, job_id=1,
         transport=TransportConfig(port=0, payload_bytes=cfg.payload_bytes, reorder_window=cfg.reorder_window),
-        loss=loss,
+        policy=job.policy, limits=job.limits, loss=loss,
         server_ranks=tuple(range(world)) if cfg.mode == "ps" else (0,), store=store,
     ) as s:  # fmt: skip
         x = data.copy()
@@ -145,7 +147,8 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig) -> dict
 
 
 def run(cfg: BenchConfig) -> dict[str, Any]:
-    per_rank = spawn(_rank_main, cfg.workers, cfg, timeout_s=600.0, threads_per_proc=1)
+    job = load(cfg.config) if cfg.config is not None else DLCPConfig()  # a bad file fails here, before any spawn
+    per_rank = spawn(_rank_main, cfg.workers, cfg, job, timeout_s=600.0, threads_per_proc=1)
     result: dict[str, Any] = {"config": asdict(cfg)}
     for name in ("dlcp", "gloo", "dlcp_lossless"):
         if name in per_rank[0]:

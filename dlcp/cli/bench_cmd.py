@@ -62,6 +62,10 @@ def register_allreduce(verbs: argparse._SubParsersAction) -> None:  # type: igno
         help="transport.reorder_window: early NACKs of reliable messages (0: off)",
     )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--config", metavar="FILE", default=None,
+        help="DLCP job file (TOML): DLCP runs with its [policy] (loss bounds, drop classes) and [limits]",
+    )  # fmt: skip
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_allreduce)
 
@@ -72,7 +76,7 @@ def _allreduce(args: argparse.Namespace) -> int:
     cfg = BenchConfig(
         workers=args.workers, size=args.size, mode=args.mode, inject_loss=args.inject_loss,
         loss_pattern=args.loss_pattern, repeat=args.repeat, warmup=args.warmup, baseline=args.baseline,
-        payload_bytes=args.payload, reorder_window=args.reorder_window, seed=args.seed,
+        payload_bytes=args.payload, reorder_window=args.reorder_window, seed=args.seed, config=args.config,
     )  # fmt: skip
     r = run(cfg)
     if args.json:
