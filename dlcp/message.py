@@ -165,6 +165,18 @@ class Message:
         return self.sender_done and self.within_bound
 
     @property
+    def packets_before_ready(self) -> int:
+        """Fresh packets that must arrive before :attr:`ready` can hold (at least 1).
+
+        All the missing ones while the sender is not done; once it is, any one
+        may bring the gap within the bound. A receive fast path that places
+        packets itself returns to the assembler when this many were placed.
+        """
+        if self.sender_done:
+            return 1
+        return max(1, self.spec.pkt_count - self.n_received)
+
+    @property
     def needs_retransmit(self) -> bool:
         """The sender is done (or trims proved it) and the gap is over the bound."""
         if self.sender_done:

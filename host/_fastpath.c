@@ -227,6 +227,14 @@ typedef struct {
     int err;
 } rx_ctx;
 
+/* A run of the ring left for Python: (start, nbytes, segment size). */
+static void emit_run(rx_ctx *c, int64_t start, int64_t len, size_t gso) {
+    c->out_runs[3 * c->nruns] = start;
+    c->out_runs[3 * c->nruns + 1] = len;
+    c->out_runs[3 * c->nruns + 2] = (int64_t)gso;
+    c->nruns++;
+}
+
 /* One recvmmsg of up to nslots datagrams, placed (direct placement, then the
  * ring) as described at rx_batch. Returns the number of datagrams; leftovers
  * are appended to c->out_runs. */
@@ -356,13 +364,8 @@ static int rx_round(rx_ctx *c) {
                 }
             }
             if (consumed) {
-                if (run_start >= 0) {
-                    c->out_runs[3 * c->nruns] = run_start;
-                    c->out_runs[3 * c->nruns + 1] = run_len;
-                    c->out_runs[3 * c->nruns + 2] = (int64_t)gso;
-                    c->nruns++;
-                    run_start = -1;
-                }
+                if (run_start >= 0) emit_run(c, run_start, run_len, gso);
+                run_start = -1;
                 continue;
             }
             if (run_start < 0) {
@@ -371,12 +374,7 @@ static int rx_round(rx_ctx *c) {
             }
             run_len += (int64_t)seg_len;
         }
-        if (run_start >= 0) {
-            c->out_runs[3 * c->nruns] = run_start;
-            c->out_runs[3 * c->nruns + 1] = run_len;
-            c->out_runs[3 * c->nruns + 2] = (int64_t)gso;
-            c->nruns++;
-        }
+        if (run_start >= 0) emit_run(c, run_start, run_len, gso);
     }
     if (draw) c->drop_pos = pos < c->ndraws ? pos : c->ndraws;
     c->hint_entry = out_entry;
@@ -395,10 +393,10 @@ static int may_continue(const rx_ctx *c) {
     return !c->draw || c->ndraws - c->drop_pos >= c->nslots * MAX_SEGS_PER_SLOT;
 }
 
-static double elapsed_us(const struct timespec *t0) {
+static long long elapsed_us(const struct timespec *t0) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - t0->tv_sec) * 1e6 + (double)(t.tv_nsec - t0->tv_nsec) / 1e3;
+    return (long long)(t.tv_sec - t0->tv_sec) * 1000000 + (t.tv_nsec - t0->tv_nsec) / 1000;
 }
 
 /*
@@ -506,9 +504,9 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         if (round == 0) {
             ready = poll(&pfd, 1, timeout_ms) > 0;
         } else {
-            double left = (double)budget_us - elapsed_us(&t0);
+            long long left = (long long)budget_us - elapsed_us(&t0);
             if (left <= 0) break;
-            struct timespec ts = {.tv_sec = (time_t)(left / 1e6), .tv_nsec = (long)((left - 1e6 * (double)(time_t)(left / 1e6)) * 1e3)};
+            struct timespec ts = {.tv_sec = (time_t)(left / 1000000), .tv_nsec = (long)(left % 1000000) * 1000};
             ready = ppoll(&pfd, 1, &ts, NULL) > 0;
         }
         if (!ready || *generation != (int64_t)table_gen) break;

@@ -161,9 +161,7 @@ class FastReceiver:
             self._draws = np.concatenate((self._draws[self._draw_pos :], fresh))
             self._draw_pos = 0
         if self._msgs:  # C returns early once a message may complete (racy reads only move that moment)
-            self._entries["need"] = [
-                1 if m.sender_done else max(1, m.spec.pkt_count - m.n_received) for m in self._msgs
-            ]
+            self._entries["need"] = [m.packets_before_ready for m in self._msgs]
         hint = self._index.get(self._hint_key, -1) if self._hint_key is not None else -1
         n, nruns, pos, injected, truncated, direct, hint, self._hint_seq = self._c.rx_batch(
             self.fd, self.buf, self.slot_bytes, self.seg_size, self.slots, max(0, int(timeout_s * 1000)),

@@ -56,6 +56,10 @@ def test_not_complete_until_sender_done(assembler: Assembler) -> None:
     results = feed(assembler, drop_some(pkts, [3, 50]))
     assert not any(r.completed for r in results), "must not complete before the sender says it is done"
     assert not msg.done
+    assert msg.packets_before_ready == 2  # the sender may still send both
+    msg.sender_done = True
+    assert msg.packets_before_ready == 1  # once it is done, any packet may be the one that completes
+    msg.sender_done = False
     assert assembler.on_probe(spec.key) is msg and msg.done  # the probe says "done": 2% <= 5% completes
     assert msg.lost_elems == 128
 

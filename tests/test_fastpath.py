@@ -337,32 +337,24 @@ def _one_by_one(pair: Pair, spec: MessageSpec, values: np.ndarray, seqs: np.ndar
     pair.send(packets(spec, values, last=False, seqs=seqs).packets())
 
 
-def test_one_call_runs_rounds_until_a_message_may_complete() -> None:
+def test_one_call_runs_rounds_until_a_message_may_complete(pair: Pair) -> None:
     """With a budget, C keeps receiving while Python has nothing to do; without, one recvmmsg a call."""
-    rx = open_socket("127.0.0.1", 0)
-    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        p = Pair.__new__(Pair)
-        p.rx, p.tx = rx, tx
-        a, b = _spec(20, 64 * 20, DType.FLOAT32), _spec(21, 64 * 20, DType.FLOAT32)
-        for budget, want in ((0.0, 8), (1.0, 24)):
-            asm = _assembler()
-            msg_a, msg_b = (asm.expect(s, np.zeros(s.num_elems, np.float32)) for s in (a, b))
-            p.fast = fastpath.FastReceiver(rx, HEADER_SIZE + EPP * 4, slots=8, budget_s=budget)
-            _one_by_one(p, a, _values(a.num_elems, DType.FLOAT32, 0))
-            _one_by_one(p, b, _values(b.num_elems, DType.FLOAT32, 1))
-            time.sleep(0.05)
-            p.fast.refresh(asm)
-            got = p.fast.receive(0.5, None)
-            assert got is not None and got.datagrams == want
-            p.fast.account(asm, got, 0.0)
-            # with the budget: 8 + 8 + 8 datagrams, the third round completing message a
-            assert msg_a.done == (budget > 0) and not msg_b.done
-            p.drain(asm, quiet_s=0.05)
-            assert msg_a.done and msg_b.done
-    finally:
-        rx.close()
-        tx.close()
+    a, b = _spec(20, 64 * 20, DType.FLOAT32), _spec(21, 64 * 20, DType.FLOAT32)
+    for budget, want in ((0.0, 8), (1.0, 24)):
+        asm = _assembler()
+        msg_a, msg_b = (asm.expect(s, np.zeros(s.num_elems, np.float32)) for s in (a, b))
+        pair.fast = fastpath.FastReceiver(pair.rx, HEADER_SIZE + EPP * 4, slots=8, budget_s=budget)
+        _one_by_one(pair, a, _values(a.num_elems, DType.FLOAT32, 0))
+        _one_by_one(pair, b, _values(b.num_elems, DType.FLOAT32, 1))
+        time.sleep(0.05)
+        pair.fast.refresh(asm)
+        got = pair.fast.receive(0.5, None)
+        assert got is not None and got.datagrams == want
+        pair.fast.account(asm, got, 0.0)
+        # with the budget: 8 + 8 + 8 datagrams, the third round completing message a
+        assert msg_a.done == (budget > 0) and not msg_b.done
+        pair.drain(asm, quiet_s=0.05)
+        assert msg_a.done and msg_b.done
 
 
 def test_a_control_packet_ends_the_call_and_the_budget_bounds_it(pair: Pair) -> None:
