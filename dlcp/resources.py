@@ -71,7 +71,7 @@ def check_workers(name: str, workers: int) -> None:
         )  # fmt: skip
     if workers > cpus:
         log.warning(
-            "%s %d: %d worker processes share %d usable CPU(s); each computes about %.0fx slower than on a CPU"
+            "%s %d: %d worker processes share %d usable CPU(s); each computes about %.1fx slower than on a CPU"
             " of its own, so timings measure CPU contention, and starting them takes about %.0f s",
             name, workers, workers, cpus, workers / cpus, workers * WORKER_START_CPU_S / cpus,
         )  # fmt: skip
