@@ -96,7 +96,9 @@ def test_core_import_is_cheap() -> None:
 
 def _copy_sources(dst: Path) -> Path:
     """The working tree without build outputs or virtual environments, symlinks kept (as a clone has them)."""
-    skip = shutil.ignore_patterns(".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", "*.so", ".*_cache")
+    skip = shutil.ignore_patterns(
+        ".git", ".venv*", "build", "dist", "out", "*.egg-info", "__pycache__", "*.so", ".*_cache", ".hypothesis"
+    )
     shutil.copytree(ROOT, dst, symlinks=True, ignore=skip)
     return dst
 
