@@ -15,8 +15,9 @@ $(DEPS_STAMP): pyproject.toml
 	rm -f $(VENV)/.deps-*
 	touch $@
 
-# The strict editable install is a link tree (so type checkers and pytest see the
-# mapped packages); refresh it every time so new modules are picked up.
+# The strict editable install is a link tree of dlcp/ alone (host/ and the other top-level
+# folders never become importable under their own names); refresh it every time so new
+# modules are picked up.
 venv: $(DEPS_STAMP)
 	@$(PY) -m pip install -q --no-deps --no-build-isolation -e . --config-settings editable_mode=strict \
 	  > $(VENV)/editable.log 2>&1 || { cat $(VENV)/editable.log; exit 1; }
@@ -28,9 +29,10 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# mypy reads the link tree, where host/ etc. sit at their dlcp.* import paths.
+# mypy reads the source tree: dlcp/host, dlcp/controller, dlcp/testbed and dlcp/simulations
+# are symlinks to the top-level folders, so every package sits at its import path.
 typecheck: venv
-	MYPYPATH=$$(ls -td build/__editable__* | head -n 1) $(VENV)/bin/mypy -p dlcp
+	$(VENV)/bin/mypy -p dlcp
 
 pytest: venv
 	$(VENV)/bin/pytest -q

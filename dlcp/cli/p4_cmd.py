@@ -40,7 +40,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     build.add_argument("--out", type=Path, default=DEFAULT_OUT, help="build folder (not committed)")
     build.add_argument("--update-p4info", action="store_true", help="copy the fresh v1model P4Info into p4src/")
     build.add_argument(
-        "--strict", action="store_true", help="fail on unexpected compiler warnings and on missing compilers"
+        "--strict",
+        action="store_true",
+        help="fail on unexpected compiler warnings, and refuse to start when a required compiler is missing "
+        "(p4c-bm2-ss for v1model; p4test and Tofino's tna.p4 for tna; bf-p4c is never required)",
     )
     build.add_argument("--json", action="store_true", help="print the results as JSON")
     build.set_defaults(func=_build)
@@ -83,6 +86,14 @@ def _build(args: argparse.Namespace) -> int:
     from dlcp.p4 import build
 
     targets = build.TARGETS if args.target == "all" else (args.target,)
+    if args.strict:
+        missing = build.missing(targets)
+        if missing:
+            # OSError: main() prints it as "dlcp: error: ..." and exits with 2, as `dlcp p4 vectors` does.
+            raise OSError(
+                f"--strict: {'; '.join(missing)}. Install p4c (docs/switch.md, 'Getting p4c and BMv2') "
+                "or build without --strict, which skips what is missing"
+            )
     results = build.build(targets, args.out)
     if args.json:
         sys.stdout.write(json.dumps([r.as_dict() for r in results], indent=1) + "\n")
@@ -98,9 +109,8 @@ def _build(args: argparse.Namespace) -> int:
                 sys.stdout.write(f"{r.target:8} {r.tool:11} {status}, {len(r.warnings)} warning(s){note}\n")
                 if r.output and (not r.ok or r.warnings):
                     sys.stdout.write(r.output + "\n")
-        # bf-p4c is Intel's and rarely installed: its absence alone never fails a build.
-        missing_matters = r.skipped is not None and r.tool != build.tools.BF_P4C
-        if (r.skipped is None and not r.ok) or (args.strict and (r.unexpected_warnings or missing_matters)):
+        # Under --strict every required compiler was found above; bf-p4c (Intel's) may still be skipped.
+        if (r.skipped is None and not r.ok) or (args.strict and r.unexpected_warnings):
             rc = 1
     if args.update_p4info:
         v1 = next((r for r in results if r.target == "v1model"), None)

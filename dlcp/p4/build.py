@@ -28,6 +28,14 @@ DEFAULT_OUT = ROOT / "build" / "p4"
 
 TARGETS = ("v1model", "tna")
 
+REQUIRED = {"v1model": (tools.P4C_BM2_SS,), "tna": (tools.P4TEST,)}
+"""The compilers each target needs. bf-p4c (Intel's Tofino compiler) runs when installed and is
+never required: it is not open source, so no CI machine has it."""
+
+TNA_INCLUDE_MISSING = (
+    f"Tofino's tna.p4 not found (set ${tools.TNA_INCLUDE_ENV} to p4c's backends/tofino/bf-p4c/p4include)"
+)
+
 KNOWN_WARNINGS = (
     # p4c's front end gives every table a default action (NoAction) when it has none, and
     # p4c-bm2-ss then warns about every table with an action selector, p4c's own
@@ -96,12 +104,23 @@ def build_v1model(out: Path = DEFAULT_OUT) -> StepResult:
     return _run("v1model", tools.P4C_BM2_SS, [*args, str(V1MODEL_PROGRAM)], [json_out, p4info])
 
 
+def missing(targets: tuple[str, ...] = TARGETS) -> list[str]:
+    """Why the required compilers of ``targets`` cannot run: one sentence each; empty when they all can."""
+    why = []
+    for target in targets:
+        reason = tools.missing_reason(*REQUIRED[target])
+        if reason is None and target == "tna" and tools.tna_include_dir() is None:
+            reason = TNA_INCLUDE_MISSING
+        if reason is not None:
+            why.append(f"{reason}, needed for {target}")
+    return why
+
+
 def check_tna(out: Path = DEFAULT_OUT) -> StepResult:
     """p4c's front and mid end (``p4test``) on the TNA program, with Tofino's ``tna.p4`` includes."""
     inc = tools.tna_include_dir()
     if inc is None and tools.find(tools.P4TEST) is not None:
-        why = f"Tofino's tna.p4 not found (set ${tools.TNA_INCLUDE_ENV} to p4c's backends/tofino/bf-p4c/p4include)"
-        return StepResult("tna", tools.P4TEST, [tools.P4TEST], None, skipped=why)
+        return StepResult("tna", tools.P4TEST, [tools.P4TEST], None, skipped=TNA_INCLUDE_MISSING)
     d = out / "tna"
     d.mkdir(parents=True, exist_ok=True)
     args = ["--std", "p4-16", "-D__TARGET_TOFINO__=1", "-I", str(inc), str(TNA_PROGRAM)]

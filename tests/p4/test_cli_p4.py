@@ -33,4 +33,37 @@ def test_build_reports_missing_compilers(
     results = json.loads(capsys.readouterr().out)
     assert [r["tool"] for r in results] == ["p4c-bm2-ss", "p4test", "bf-p4c"]
     assert all(r["skipped"] and "not found" in r["skipped"] for r in results)
-    assert main(["p4", "build", "--out", str(tmp_path / "out"), "--strict"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("target", "named"),
+    [("all", ["p4c-bm2-ss", "p4test"]), ("v1model", ["p4c-bm2-ss"]), ("tna", ["p4test"])],
+)
+def test_strict_build_refuses_missing_compilers(
+    target: str, named: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv(tools.BIN_DIR_ENV, str(tmp_path))
+    out = tmp_path / "out"
+    assert main(["p4", "build", "--out", str(out), "--target", target, "--strict"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("dlcp: error: --strict: ") and "Traceback" not in captured.err
+    for tool in named:
+        assert f"{tool} not found" in captured.err
+    assert "bf-p4c" not in captured.err  # Intel's compiler is never required
+    assert captured.out == "" and not out.exists()  # refused before any compiler ran
+
+
+def test_strict_tna_needs_tofino_includes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A p4test that is found but never run: only the refusal is under test, not a compile.
+    p4test = tmp_path / tools.P4TEST
+    p4test.write_text("#!/bin/sh\nexit 99\n")
+    p4test.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv(tools.BIN_DIR_ENV, str(tmp_path))
+    monkeypatch.delenv(tools.TNA_INCLUDE_ENV, raising=False)
+    assert main(["p4", "build", "--out", str(tmp_path / "out"), "--target", "tna", "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert "tna.p4 not found" in err and tools.TNA_INCLUDE_ENV in err
