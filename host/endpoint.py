@@ -167,6 +167,8 @@ class Endpoint:
         # When each rank was last heard from (any packet): on a timeout, the peer silent
         # longest among those we wait on is named, not a live peer blocked behind it.
         self._heard: dict[int, float] = {r: time.monotonic() for r in addresses}
+        # When each rank's last data packet (of any message) arrived: what keeps a receive alive.
+        self._data_heard: dict[int, float] = {}
         host, port = self.addresses[rank]
         self.sock = sock if sock is not None else open_socket(host, port)
         self.addresses[rank] = self.sock.getsockname()
@@ -238,16 +240,18 @@ class Endpoint:
                 self._serve_sends()
                 if handle.event.is_set():
                     break
-                idle = time.monotonic() - handle.msg.last_progress
-                if idle > timeout:
+                # Silence counts from the sender's last data packet (of any message: a peer
+                # still busy with earlier messages is alive), and at the earliest from the
+                # post or this message's last progress. Probes and replies do not count: a
+                # peer's receive thread answers them even while its application is stuck.
+                heard = max(handle.msg.last_progress, self._data_heard.get(handle.src, 0.0))
+                now = time.monotonic()
+                if now - heard > timeout:
                     self.asm.cancel(handle.msg.key)
                     self._handles.pop(handle.msg.key, None)
                     self._nack_cut.pop(handle.msg.key, None)
                     raise self._timeout_error(handle.src, f"receiving {handle.msg.key}")
-                next_deadline = min(
-                    (o.deadline for o in self._out.values() if not o.stopped), default=time.monotonic() + 0.05
-                )
-                self._cond.wait(max(0.0, min(0.05, next_deadline - time.monotonic())))
+                self._cond.wait(max(0.0, min(heard + timeout, self._next_deadline(now)) - now))
         return handle.msg
 
     # -- send -------------------------------------------------------------
@@ -317,9 +321,18 @@ class Endpoint:
                 while not out.stopped:
                     self._serve_sends()
                     if not out.stopped:
-                        self._cond.wait(max(0.0, min(o.deadline for o in self._out.values()) - time.monotonic()))
+                        now = time.monotonic()
+                        self._cond.wait(max(0.0, self._next_deadline(now) - now))
             finally:
                 self._out.pop(out.spec.key, None)
+
+    def _next_deadline(self, now: float) -> float:
+        """When the next started send still waiting for its STOP must probe (lock held).
+
+        Sends that a STOP already ended keep their last deadline until their own
+        ``send_wait`` collects them; waiting on it would spin.
+        """
+        return min((o.deadline for o in self._out.values() if not o.stopped), default=now + self.cfg.peer_timeout_s)
 
     def _serve_sends(self) -> None:
         """Probe on silence, for every started send (lock held); BITMAPs are served by the receive thread."""
@@ -526,6 +539,7 @@ class Endpoint:
         """React to one ingest (called with the lock held)."""
         for src in result.sources:
             self._heard[src] = now
+            self._data_heard[src] = now
         for msg in result.completed:
             self._complete(msg, probe_id=0)
         if result.completed:
