@@ -229,19 +229,20 @@ class Assembler:
         seg_size: int | None = None,
         now: float = 0.0,
     ) -> IngestResult:
-        """Process one datagram, or one GRO buffer of ``nbytes`` holding segments of ``seg_size``."""
+        """Process one datagram, or one GRO buffer of ``nbytes`` holding segments of ``seg_size``.
+
+        Bad input never raises: every check on packet bytes is a comparison that
+        drops and counts (the one parser that raises, :meth:`Header.unpack`, is
+        caught where it meets unchecked bytes). So an exception from here is a
+        bug, and it propagates (the receive thread reports it to the caller).
+        """
         result = IngestResult()
-        try:
-            total = len(data) if nbytes is None else nbytes
-            if isinstance(data, np.ndarray):
-                total = min(total, data.nbytes)
-            else:
-                total = min(total, memoryview(data).nbytes)
-            self._ingest_into(result, data, total, seg_size or total, now)
-        except Exception:  # the receive path never raises on input; log and count instead
-            log.exception("internal error while ingesting a datagram; dropped")
-            self.counters.add(DropReason.TRUNCATED)
-            result.dropped += 1
+        total = len(data) if nbytes is None else nbytes
+        if isinstance(data, np.ndarray):
+            total = min(total, data.nbytes)
+        else:
+            total = min(total, memoryview(data).nbytes)
+        self._ingest_into(result, data, total, seg_size or total, now)
         return result
 
     def _ingest_into(
@@ -260,6 +261,9 @@ class Assembler:
             buf = np.frombuffer(data, dtype=np.uint8, count=nbytes)
         nseg = segment_count(nbytes, seg_size)
         if nseg == 1 and _IS_CONTROL[buf[0] & 0xF] and self._one_control(result, buf, nbytes):
+            return
+        if seg_size < HEADER_SIZE:  # GRO of tiny datagrams: not one segment holds a header
+            self._drop(result, DropReason.TRUNCATED, nseg)
             return
         if self._fast_path(result, buf, nbytes, seg_size, nseg, now):
             return
