@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import logging
 import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from dlcp.host.udp import MAX_GSO_BYTES, MAX_GSO_SEGMENTS, MmsgSender, PacketSen
 from dlcp.limits import Limits
 from dlcp.message import Message, MessageKey, MessageSpec
 from dlcp.packetizer import HeaderTemplate
-from dlcp.protocol import HEADER_SIZE, NUM_DROP_CLASSES, Flag, PacketType, tos_for
+from dlcp.protocol import CONTROL_PRIORITY, HEADER_SIZE, NUM_DROP_CLASSES, Flag, PacketType, tos_for
 from dlcp.wire import Header
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,7 @@ class Endpoint:
         limits: Limits | None = None,
         loss: LossSpec | None = None,
         pacing: PacingConfig | None = None,
-        control_class: int = 7,
+        control_class: int = CONTROL_PRIORITY,
         initial_rto_s: float = 0.01,
         max_rto_s: float = 0.2,
         sock: socket.socket | None = None,
@@ -145,6 +146,8 @@ class Endpoint:
         self.cfg = transport or TransportConfig()
         self.seg_size = HEADER_SIZE + self.cfg.payload_bytes
         self.control_class = control_class
+        # Control packets go out with the TOS of their class, never drop-eligible (docs/transport.md §2).
+        self._control_cmsg = [(socket.IPPROTO_IP, socket.IP_TOS, struct.pack("i", tos_for(control_class, 0)))]
         self.initial_rto_s = initial_rto_s
         self.max_rto_s = max_rto_s
         self.asm = Assembler(limits)
@@ -463,7 +466,7 @@ class Endpoint:
             dtype=spec.dtype, seq=seq, pkt_count=spec.pkt_count, offset=offset, length=len(payload),
         )  # fmt: skip
         try:
-            self.sock.sendto(hdr.pack() + payload, self.addresses[dst])
+            self.sock.sendmsg([hdr.pack(), payload], self._control_cmsg, 0, self.addresses[dst])
         except OSError as exc:  # refused or a full buffer: the peer's probe or our timer will ask again
             log.debug("control packet to rank %d not sent: %s", dst, exc)
 

@@ -22,7 +22,7 @@ from dlcp.host.local import local_endpoints
 from dlcp.host.pacing import PacingConfig
 from dlcp.message import MessageKey, MessageSpec
 from dlcp.packetizer import build_packets
-from dlcp.protocol import MessageKind, PacketType
+from dlcp.protocol import CONTROL_PRIORITY, HEADER_SIZE, Flag, MessageKind, PacketType, tos_for
 from dlcp.wire import Header
 
 TOKEN = 7
@@ -126,15 +126,29 @@ def test_a_receive_outlasts_the_timeout_while_its_peer_keeps_sending(fast_path: 
 
 
 class RawPeer:
-    """Rank 0 as a plain UDP socket: sends what the test says, answers nothing."""
+    """A rank as a plain UDP socket: sends what the test says, answers nothing, sees each datagram's TOS byte."""
 
     def __init__(self) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind(("127.0.0.1", 0))
+        self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
 
     @property
     def address(self) -> tuple[str, int]:
         return self.sock.getsockname()
+
+    def receive(self, quiet_s: float = 0.3) -> list[tuple[Header, int]]:
+        """(header, TOS byte) of every datagram until none came for ``quiet_s``."""
+        got = []
+        self.sock.settimeout(quiet_s)
+        try:
+            while True:
+                data, anc, _, _ = self.sock.recvmsg(65536, socket.CMSG_SPACE(4))
+                tos = [d[0] for level, kind, d in anc if (level, kind) == (socket.IPPROTO_IP, socket.IP_TOS)]
+                assert len(tos) == 1, anc
+                got.append((Header.unpack(data[:HEADER_SIZE]), tos[0]))
+        except TimeoutError:
+            return got
 
     def close(self) -> None:
         self.sock.close()
@@ -192,5 +206,57 @@ def test_a_silent_peer_times_out_within_the_bound_and_is_named(probing: bool) ->
         stop.set()
         if prober.is_alive():
             prober.join()
+        ep.close()
+        peer.close()
+
+
+CONTROL_TOS = tos_for(CONTROL_PRIORITY, 0)
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["c", "numpy"])
+def test_packets_carry_the_tos_of_their_class_on_the_wire(fast_path: bool) -> None:
+    """Control packets (PROBE, BITMAP, STOP) and retransmissions in the control class, data in its own.
+
+    docs/transport.md: control travels at the top priority class (CS7 by
+    default) and is never drop-eligible; ``protocol.tos_for`` gives the byte.
+    """
+    assert CONTROL_TOS >> 5 == CONTROL_PRIORITY == 7, "class selector 7 (CS7) in the precedence bits"
+    transport = TransportConfig(port=0, payload_bytes=1024, fast_path=fast_path)
+    peer = RawPeer()
+    ep = Endpoint(rank=1, job_id=1, token=TOKEN, addresses={0: peer.address, 1: ("127.0.0.1", 0)}, transport=transport)
+    try:
+        # As a sender to the raw peer: data at its priority and drop classes, then a PROBE.
+        spec = MessageSpec(MessageKey(1, 1, 1, 0), MessageKind.PUSH, 256 * 8, 256, loss_bound=0.5)
+        classes = (np.arange(8) % 2).astype(np.uint8)
+        ep.send_start(spec, np.ones(spec.num_elems, np.float32), 0, priority=3, drop_classes=classes)
+        got = peer.receive()
+        data = [(h.seq, tos) for h, tos in got if h.type == PacketType.DATA]
+        assert sorted(data) == [(s, tos_for(3, int(classes[s]))) for s in range(8)]
+        probes = [tos for h, tos in got if h.type == PacketType.PROBE]
+        assert probes and set(probes) == {CONTROL_TOS}
+        # A BITMAP naming every packet missing: retransmissions in the control class, then a new PROBE.
+        probe_id = max(h.seq for h, _ in got if h.type == PacketType.PROBE)
+        bitmap = Header(PacketType.BITMAP, Flag.FINAL, job_id=1, src=1, token=TOKEN, msg_id=1, seq=probe_id,
+                        pkt_count=8, length=1)  # fmt: skip
+        peer.sock.sendto(bitmap.pack() + b"\x00", ep.address)
+        got = peer.receive()
+        retx = [tos for h, tos in got if h.type == PacketType.DATA]
+        assert retx and all(h.flags & Flag.RETX for h, _ in got if h.type == PacketType.DATA)
+        assert set(retx) == {CONTROL_TOS}
+        assert {tos for h, tos in got if h.type == PacketType.PROBE} == {CONTROL_TOS}
+
+        # As a receiver: an empty BITMAP answers a probe for a message not expected yet, STOP a completion.
+        peer.sock.sendto(Header(PacketType.PROBE, job_id=1, src=0, token=TOKEN, msg_id=9, seq=1).pack(), ep.address)
+        rspec = _spec(2, 256 * 4)
+        values = np.arange(rspec.num_elems, dtype=np.float32)
+        handle = ep.post_recv(rspec, np.zeros_like(values))
+        for d in build_packets(rspec, values, token=TOKEN, priority=3).packets():
+            peer.sock.sendto(d, ep.address)
+        ep.wait(handle)
+        got = peer.receive()
+        replies = {(h.type, h.msg_id): tos for h, tos in got}  # (the send above still probes meanwhile)
+        assert replies[(PacketType.BITMAP, 9)] == replies[(PacketType.STOP, 2)] == CONTROL_TOS
+        assert {tos for _, tos in got} == {CONTROL_TOS}
+    finally:
         ep.close()
         peer.close()
