@@ -12,7 +12,13 @@ class Limits:
     max_job_bytes: int = 4 << 30
     """Total bytes of the messages one job may have in assembly at once."""
     max_stash_bytes: int = 64 << 20
-    """Early packets (for messages not yet expected) one job may hold."""
+    """Early packets (for messages not yet expected) one job may hold; more are dropped (``STASH_FULL``)."""
+    max_stash_age_s: float = 10.0
+    """Early packets of a message that has received none for this long are evicted
+    (``STASH_EXPIRED``): a message never expected (a cancelled receive, a peer of an
+    earlier run) must not hold the stash. Longer than any compute skew worth waiting
+    for (``transport.peer_timeout_s`` is 5 s by default); an evicted message that is
+    expected later is still completed, by retransmission."""
     completed_memory: int = 4096
     """How many completed messages are remembered, to answer late probes and count late packets."""
 
@@ -21,5 +27,8 @@ class Limits:
             v = getattr(self, name)
             if not isinstance(v, int) or v < 0:
                 raise ValueError(f"limits.{name} must be a non-negative integer, got {v!r}")
+        age = self.max_stash_age_s
+        if isinstance(age, bool) or not isinstance(age, (int, float)) or not 0 < age < float("inf"):
+            raise ValueError(f"limits.max_stash_age_s must be a positive number of seconds, got {age!r}")
         if self.max_message_bytes > self.max_job_bytes:
             raise ValueError("limits.max_message_bytes cannot exceed limits.max_job_bytes")

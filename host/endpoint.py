@@ -512,6 +512,7 @@ class Endpoint:
         # only this thread completes; a message posted meanwhile goes the numpy way.
         got = fast.receive(0.02, self.loss)
         if got is None:
+            self._idle()
             return
         now = time.monotonic()
         with self._cond:
@@ -527,6 +528,7 @@ class Endpoint:
     def _rx_numpy(self, ring: RecvRing) -> None:
         got = ring.receive(0.02)
         if got is None:
+            self._idle()
             return
         now = time.monotonic()
         with self._cond:
@@ -537,6 +539,11 @@ class Endpoint:
                 with self._cond:
                     result = self.asm.ingest(got.buf[s : s + n], seg_size=seg, now=now)
                     self._handle(result, now)
+
+    def _idle(self) -> None:
+        """Nothing arrived for a receive timeout: return the memory of stale early packets."""
+        with self._lock:
+            self.asm.expire_stash(time.monotonic())
 
     def _handle(self, result: IngestResult, now: float) -> None:
         """React to one ingest (called with the lock held)."""

@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 
 from dlcp.config import TransportConfig
+from dlcp.drops import DropReason
 from dlcp.host.endpoint import Endpoint, free_port
 from dlcp.host.errors import PeerTimeoutError
 from dlcp.host.local import local_endpoints
 from dlcp.host.pacing import PacingConfig
+from dlcp.limits import Limits
 from dlcp.message import MessageKey, MessageSpec
 from dlcp.packetizer import build_packets
 from dlcp.protocol import CONTROL_PRIORITY, HEADER_SIZE, Flag, MessageKind, PacketType, tos_for
@@ -257,6 +259,33 @@ def test_packets_carry_the_tos_of_their_class_on_the_wire(fast_path: bool) -> No
         replies = {(h.type, h.msg_id): tos for h, tos in got}  # (the send above still probes meanwhile)
         assert replies[(PacketType.BITMAP, 9)] == replies[(PacketType.STOP, 2)] == CONTROL_TOS
         assert {tos for _, tos in got} == {CONTROL_TOS}
+    finally:
+        ep.close()
+        peer.close()
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["c", "numpy"])
+def test_an_idle_endpoint_evicts_stale_early_packets(fast_path: bool) -> None:
+    """Early packets of a message never posted are evicted once stale by the receive thread, nothing else coming."""
+    peer = RawPeer()
+    ep = Endpoint(
+        rank=1, job_id=1, token=TOKEN, addresses={0: peer.address, 1: ("127.0.0.1", 0)},
+        transport=TransportConfig(port=0, payload_bytes=1024, fast_path=fast_path),
+        limits=Limits(max_stash_age_s=0.3),
+    )  # fmt: skip
+    try:
+        spec = _spec(3, 256 * 8)
+        for d in build_packets(spec, np.ones(spec.num_elems, np.float32), token=TOKEN, priority=3).packets():
+            peer.sock.sendto(d, ep.address)
+        deadline = time.monotonic() + 2.0
+        while ep.asm.counters[DropReason.OK] < 8 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with ep._lock:
+            assert ep.asm.stash_bytes == 8 * (HEADER_SIZE + 1024), "stashed: the message is not expected"
+        time.sleep(1.0)
+        with ep._lock:
+            assert ep.asm.stash_bytes == 0
+            assert ep.asm.counters[DropReason.STASH_EXPIRED] == 8
     finally:
         ep.close()
         peer.close()
