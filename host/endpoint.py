@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import socket
 import struct
 import threading
@@ -102,7 +103,7 @@ class _Out:
         self.last_reply = now
         self.fed_back = False
         self.rto = 0.0
-        self.deadline = 0.0
+        self.deadline = math.inf  # no probe before the first pass is over (send_start sets it then)
 
 
 class RecvHandle:

@@ -291,3 +291,37 @@ def test_an_idle_endpoint_evicts_stale_early_packets(fast_path: bool) -> None:
     finally:
         ep.close()
         peer.close()
+
+
+def test_a_wait_does_not_probe_a_send_still_in_its_first_pass() -> None:
+    """Another thread's send that is still transmitting has no deadline yet: a wait neither probes it nor spins."""
+    rate = 200e3
+    pacing = PacingConfig(max_rate=rate, min_rate=rate, increase=0.0, burst=4096)
+    addresses = {r: ("127.0.0.1", free_port()) for r in range(2)}
+    transport = TransportConfig(port=0, payload_bytes=1024, peer_timeout_s=5.0)
+    eps = [
+        Endpoint(rank=r, job_id=1, token=TOKEN, addresses=addresses, transport=transport, pacing=pacing)
+        for r in range(2)
+    ]
+    try:
+        # Many small batches: the first pass takes about a second.
+        big = _spec(1, 256 * 200)
+        eps[1].post_recv(big, np.zeros(big.num_elems, np.float32))
+        eps[0]._per_build = 8
+        sender = threading.Thread(
+            target=eps[0].send_start, args=(big, np.ones(big.num_elems, np.float32), 1), kwargs={"priority": 3}
+        )
+        small = _spec(2, 256, src=1)
+        handle = eps[0].post_recv(small, np.zeros(small.num_elems, np.float32))
+        sender.start()
+        time.sleep(0.1)
+        threading.Timer(0.8, lambda: eps[1].send(small, np.ones(small.num_elems, np.float32), 0, priority=3)).start()
+        wall0, cpu0 = time.monotonic(), time.thread_time()
+        eps[0].wait(handle)
+        wall, cpu = time.monotonic() - wall0, time.thread_time() - cpu0
+        sender.join(5.0)
+        assert wall > 0.5
+        assert cpu < 0.15 * wall, f"wait used {cpu:.3f} s of CPU in {wall:.3f} s"
+        assert eps[0].send_stats.probes <= 3, "only the send's own probes, after its first pass"
+    finally:
+        _close(eps)
