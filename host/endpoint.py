@@ -14,7 +14,10 @@ receiver's verdict: STOP ends the message; a BITMAP is answered by
 retransmitting the missing packets at the top priority; silence is answered by
 a PROBE after a retransmission timeout that doubles up to ``max_rto``. After
 ``peer_timeout_s`` without any reply the send raises :class:`PeerTimeoutError`
-naming the peer. See ``docs/transport.md``.
+naming the peer; a receive raises it once its sender has sent no data packet
+(of any message) for as long. Control packets carry the TOS byte of the control
+class. Waiting threads sleep until the next probe deadline, timeout or packet.
+See ``docs/transport.md``.
 """
 
 from __future__ import annotations
