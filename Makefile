@@ -7,11 +7,30 @@ DEPS_STAMP := $(VENV)/.deps-$(shell sha1sum pyproject.toml 2>/dev/null | cut -c1
 
 .PHONY: venv demo test lint typecheck pytest clean
 
+# The C fast path (host/_fastpath.c, module dlcp.host._fastpath) is an optional
+# extension: `pip install .` succeeds without a C compiler, and the transport then
+# runs its numpy path. This checkout's tools need it: the strict editable install
+# fails without it (setuptools cannot link a module that was not built), and
+# `make test` (CI) runs its tests. FASTPATH_HELP says why it is missing (shell).
+FASTPATH_HELP = cc=$$($(PY) -c 'import os, sysconfig; print((os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0])'); \
+  inc=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])'); \
+  if ! command -v "$$cc" > /dev/null; then \
+    echo "  No C compiler: '$$cc' is not on PATH. Install one (Debian/Ubuntu: apt-get install gcc python3-dev)."; \
+  elif [ ! -f "$$inc/Python.h" ]; then \
+    echo "  No Python headers: $$inc/Python.h is missing (Debian/Ubuntu: apt-get install python3-dev)."; \
+  else \
+    echo "  '$$cc' and Python.h are there: the module failed to build or to load (see above; make venv rebuilds it)."; \
+  fi; \
+  echo "  Then run make again. (DLCP itself installs without it, \`pip install .\`, and runs its numpy path.)"
+# After a failed pip run whose log is $(1): the log, then the diagnosis if the C module failed.
+PIP_FAILED = { cat $(1); if grep -q 'building extension "dlcp.host._fastpath" failed' $(1); then \
+  echo "make: the C fast path dlcp.host._fastpath could not be built:"; $(FASTPATH_HELP); fi; exit 1; }
+
 $(DEPS_STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
-	$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=strict > $(VENV)/install.log 2>&1 \
-	  || { cat $(VENV)/install.log; exit 1; }
+	@$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=strict > $(VENV)/install.log 2>&1 \
+	  || $(call PIP_FAILED,$(VENV)/install.log)
 	rm -f $(VENV)/.deps-*
 	touch $@
 
@@ -20,7 +39,7 @@ $(DEPS_STAMP): pyproject.toml
 # modules are picked up.
 venv: $(DEPS_STAMP)
 	@$(PY) -m pip install -q --no-deps --no-build-isolation -e . --config-settings editable_mode=strict \
-	  > $(VENV)/editable.log 2>&1 || { cat $(VENV)/editable.log; exit 1; }
+	  > $(VENV)/editable.log 2>&1 || $(call PIP_FAILED,$(VENV)/editable.log)
 
 demo: venv
 	$(VENV)/bin/dlcp demo
@@ -34,8 +53,17 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy -p dlcp
 
-pytest: venv
-	$(VENV)/bin/pytest -q
+# make test runs the C path's tests, so the module must import (-P: not from the
+# source folder ./dlcp). A stale build kept by a failed rebuild is caught here too.
+.PHONY: fastpath
+fastpath: venv
+	@$(PY) -P -c 'import dlcp.host._fastpath' > $(VENV)/fastpath.log 2>&1 || { \
+	  echo "make test: the C fast path dlcp.host._fastpath does not import, and make test runs its tests:"; \
+	  echo "  $$(tail -n 1 $(VENV)/fastpath.log)"; $(FASTPATH_HELP); exit 1; }
+
+# DLCP_REQUIRE_FASTPATH=1: a test of the C path fails, rather than skips, without the module.
+pytest: venv fastpath
+	DLCP_REQUIRE_FASTPATH=1 $(VENV)/bin/pytest -q
 
 test: lint typecheck pytest test-mxnet
 

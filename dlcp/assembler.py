@@ -85,13 +85,26 @@ class IngestResult:
     """Messages that took new data packets and are not complete yet."""
 
 
+class _Stashed:
+    """Early packets of one message not expected yet: (bytes, segment size) blobs, replayed in order."""
+
+    __slots__ = ("blobs", "nbytes", "packets", "touched")
+
+    def __init__(self) -> None:
+        self.blobs: list[tuple[bytes, int]] = []
+        self.nbytes = 0
+        self.packets = 0
+        self.touched = 0.0
+
+
 class _Job:
     __slots__ = ("bytes_in_use", "stash", "stash_bytes", "stash_done", "token")
 
     def __init__(self, token: int) -> None:
         self.token = token
         self.bytes_in_use = 0
-        self.stash: dict[MessageKey, list[tuple[bytes, int]]] = {}
+        # Least recently stashed into first: expiry pops from the front.
+        self.stash: OrderedDict[MessageKey, _Stashed] = OrderedDict()
         self.stash_bytes = 0
         self.stash_done: set[MessageKey] = set()
 
@@ -155,13 +168,14 @@ class Assembler:
         self._messages[spec.key] = msg
         self.generation_cell[0] += 1
         job.bytes_in_use += spec.nbytes
+        self._expire_stash(job, now)
         stashed = job.stash.pop(spec.key, None)
-        if stashed:
+        if stashed is not None:
             # Replay everything before honouring a stashed PROBE: "the sender is done"
             # must not complete the message while some of its packets are still here.
-            job.stash_bytes -= sum(len(blob) for blob, _ in stashed)
+            job.stash_bytes -= stashed.nbytes
             result = IngestResult()
-            for blob, seg in stashed:
+            for blob, seg in stashed.blobs:
                 self._ingest_into(result, blob, len(blob), seg, now)
             if msg.done:
                 job.stash_done.discard(spec.key)
@@ -217,6 +231,38 @@ class Assembler:
             self._finish(msg)
         return msg
 
+    def expire_stash(self, now: float) -> int:
+        """Evict early packets older than ``limits.max_stash_age_s`` from every job's stash; returns packets evicted.
+
+        Stashing and :meth:`expect` do this too; a receive loop calls it when idle,
+        so the memory is returned even when nothing else arrives.
+        """
+        return sum(self._expire_stash(job, now) for job in self._jobs.values())
+
+    def _expire_stash(self, job: _Job, now: float) -> int:
+        """Evict ``job``'s stashed messages that took no packet for ``limits.max_stash_age_s``."""
+        cutoff = now - self.limits.max_stash_age_s
+        evicted = 0
+        while job.stash:
+            key, entry = next(iter(job.stash.items()))
+            if entry.touched >= cutoff:
+                break
+            del job.stash[key]
+            job.stash_bytes -= entry.nbytes
+            job.stash_done.discard(key)
+            evicted += entry.packets
+            log.debug(
+                "stash: evicted %d early packets of %s (none for %.1f s)", entry.packets, key, now - entry.touched
+            )
+        if evicted:
+            self.counters.add(DropReason.STASH_EXPIRED, evicted)
+        return evicted
+
+    @property
+    def stash_bytes(self) -> int:
+        """Bytes of early packets held, all jobs together."""
+        return sum(job.stash_bytes for job in self._jobs.values())
+
     def stalled(self, now: float, timeout: float) -> list[Message]:
         """Messages that made no progress for ``timeout`` seconds."""
         return [m for m in self._messages.values() if now - m.last_progress > timeout]
@@ -229,19 +275,20 @@ class Assembler:
         seg_size: int | None = None,
         now: float = 0.0,
     ) -> IngestResult:
-        """Process one datagram, or one GRO buffer of ``nbytes`` holding segments of ``seg_size``."""
+        """Process one datagram, or one GRO buffer of ``nbytes`` holding segments of ``seg_size``.
+
+        Bad input never raises: every check on packet bytes is a comparison that
+        drops and counts (the one parser that raises, :meth:`Header.unpack`, is
+        caught where it meets unchecked bytes). So an exception from here is a
+        bug, and it propagates (the receive thread reports it to the caller).
+        """
         result = IngestResult()
-        try:
-            total = len(data) if nbytes is None else nbytes
-            if isinstance(data, np.ndarray):
-                total = min(total, data.nbytes)
-            else:
-                total = min(total, memoryview(data).nbytes)
-            self._ingest_into(result, data, total, seg_size or total, now)
-        except Exception:  # the receive path never raises on input; log and count instead
-            log.exception("internal error while ingesting a datagram; dropped")
-            self.counters.add(DropReason.TRUNCATED)
-            result.dropped += 1
+        total = len(data) if nbytes is None else nbytes
+        if isinstance(data, np.ndarray):
+            total = min(total, data.nbytes)
+        else:
+            total = min(total, memoryview(data).nbytes)
+        self._ingest_into(result, data, total, seg_size or total, now)
         return result
 
     def _ingest_into(
@@ -260,6 +307,9 @@ class Assembler:
             buf = np.frombuffer(data, dtype=np.uint8, count=nbytes)
         nseg = segment_count(nbytes, seg_size)
         if nseg == 1 and _IS_CONTROL[buf[0] & 0xF] and self._one_control(result, buf, nbytes):
+            return
+        if seg_size < HEADER_SIZE:  # GRO of tiny datagrams: not one segment holds a header
+            self._drop(result, DropReason.TRUNCATED, nseg)
             return
         if self._fast_path(result, buf, nbytes, seg_size, nseg, now):
             return
@@ -451,38 +501,60 @@ class Assembler:
             result.sources.add(key.src)
             msg = self._messages.get(key)
             if msg is None:
-                self._no_message(key, buf, hdrs, gidx, codes, seg_size)
+                self._no_message(key, buf, hdrs, gidx, codes, seg_size, now)
                 continue
             self._place(result, msg, buf, hdrs, gidx, codes, seg_size, now)
 
     def _no_message(
-        self, key: MessageKey, buf: np.ndarray, hdrs: np.ndarray, gidx: np.ndarray, codes: np.ndarray, seg_size: int
+        self,
+        key: MessageKey,
+        buf: np.ndarray,
+        hdrs: np.ndarray,
+        gidx: np.ndarray,
+        codes: np.ndarray,
+        seg_size: int,
+        now: float,
     ) -> None:
-        """Stash a known job's packets for a message not expected yet (bounded), or count them late."""
+        """Stash a known job's packets for a message not expected yet (bounded by bytes and age), or count them late."""
         if key in self._completed:
             codes[gidx] = DropReason.LATE
             return
         job = self._jobs[key.job_id]
+        self._expire_stash(job, now)
         lengths = hdrs["length"][gidx].astype(np.int64)
         is_data = (hdrs["ver_type"][gidx] & 0xF) == PacketType.DATA
         sizes = np.where(is_data, HEADER_SIZE + lengths, HEADER_SIZE)
         whole = bool(np.all(sizes == seg_size)) and (int(gidx[-1]) + 1) * seg_size <= buf.size
+        blobs: list[tuple[bytes, int]] = []
+        added = 0
         if whole and job.stash_bytes + int(sizes.sum()) <= self.limits.max_stash_bytes:
             # The common case: full-size packets kept as one batch, replayed through the fast path.
             rows = np.ndarray((int(gidx[-1]) + 1, seg_size), dtype=np.uint8, buffer=buf)
-            job.stash.setdefault(key, []).append((rows[gidx].tobytes(), seg_size))
-            job.stash_bytes += int(sizes.sum())
+            blobs.append((rows[gidx].tobytes(), seg_size))
+            added = int(sizes.sum())
             codes[gidx] = -1
+        else:
+            for i, size in zip(gidx, sizes, strict=True):
+                if job.stash_bytes + added + int(size) > self.limits.max_stash_bytes:
+                    codes[i] = DropReason.STASH_FULL
+                    continue
+                start = int(i) * seg_size
+                raw = buf[start : start + int(size)].tobytes()
+                blobs.append((raw, len(raw)))
+                added += int(size)
+                codes[i] = -1
+        if not blobs:
             return
-        for i, size in zip(gidx, sizes, strict=True):
-            if job.stash_bytes + int(size) > self.limits.max_stash_bytes:
-                codes[i] = DropReason.STASH_FULL
-                continue
-            start = int(i) * seg_size
-            raw = buf[start : start + int(size)].tobytes()
-            job.stash.setdefault(key, []).append((raw, len(raw)))
-            job.stash_bytes += int(size)
-            codes[i] = -1
+        entry = job.stash.get(key)
+        if entry is None:
+            entry = job.stash[key] = _Stashed()
+        else:
+            job.stash.move_to_end(key)
+        entry.blobs += blobs
+        entry.nbytes += added
+        entry.packets += int(np.count_nonzero(codes[gidx] == -1))
+        entry.touched = now
+        job.stash_bytes += added
 
     def _place(
         self,

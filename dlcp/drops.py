@@ -38,6 +38,8 @@ class DropReason(enum.IntEnum):
     """An early packet that found the per-job stash full."""
     INJECTED = 16
     """Dropped on purpose by a loss-injection filter."""
+    STASH_EXPIRED = 17
+    """An early packet evicted from the stash: its message was not expected within ``limits.max_stash_age_s``."""
 
 
 NUM_REASONS = len(DropReason)

@@ -14,14 +14,19 @@ receiver's verdict: STOP ends the message; a BITMAP is answered by
 retransmitting the missing packets at the top priority; silence is answered by
 a PROBE after a retransmission timeout that doubles up to ``max_rto``. After
 ``peer_timeout_s`` without any reply the send raises :class:`PeerTimeoutError`
-naming the peer. See ``docs/transport.md``.
+naming the peer; a receive raises it once its sender has sent no data packet
+(of any message) for as long. Control packets carry the TOS byte of the control
+class. Waiting threads sleep until the next probe deadline, timeout or packet.
+See ``docs/transport.md``.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import math
 import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -38,7 +43,7 @@ from dlcp.host.udp import MAX_GSO_BYTES, MAX_GSO_SEGMENTS, MmsgSender, PacketSen
 from dlcp.limits import Limits
 from dlcp.message import Message, MessageKey, MessageSpec
 from dlcp.packetizer import HeaderTemplate
-from dlcp.protocol import HEADER_SIZE, NUM_DROP_CLASSES, Flag, PacketType, tos_for
+from dlcp.protocol import CONTROL_PRIORITY, HEADER_SIZE, NUM_DROP_CLASSES, Flag, PacketType, tos_for
 from dlcp.wire import Header
 
 log = logging.getLogger(__name__)
@@ -101,7 +106,7 @@ class _Out:
         self.last_reply = now
         self.fed_back = False
         self.rto = 0.0
-        self.deadline = 0.0
+        self.deadline = math.inf  # no probe before the first pass is over (send_start sets it then)
 
 
 class RecvHandle:
@@ -131,7 +136,7 @@ class Endpoint:
         limits: Limits | None = None,
         loss: LossSpec | None = None,
         pacing: PacingConfig | None = None,
-        control_class: int = 7,
+        control_class: int = CONTROL_PRIORITY,
         initial_rto_s: float = 0.01,
         max_rto_s: float = 0.2,
         sock: socket.socket | None = None,
@@ -145,6 +150,8 @@ class Endpoint:
         self.cfg = transport or TransportConfig()
         self.seg_size = HEADER_SIZE + self.cfg.payload_bytes
         self.control_class = control_class
+        # Control packets go out with the TOS of their class, never drop-eligible (docs/transport.md §2).
+        self._control_cmsg = [(socket.IPPROTO_IP, socket.IP_TOS, struct.pack("i", tos_for(control_class, 0)))]
         self.initial_rto_s = initial_rto_s
         self.max_rto_s = max_rto_s
         self.asm = Assembler(limits)
@@ -167,6 +174,8 @@ class Endpoint:
         # When each rank was last heard from (any packet): on a timeout, the peer silent
         # longest among those we wait on is named, not a live peer blocked behind it.
         self._heard: dict[int, float] = {r: time.monotonic() for r in addresses}
+        # When each rank's last data packet (of any message) arrived: what keeps a receive alive.
+        self._data_heard: dict[int, float] = {}
         host, port = self.addresses[rank]
         self.sock = sock if sock is not None else open_socket(host, port)
         self.addresses[rank] = self.sock.getsockname()
@@ -238,16 +247,18 @@ class Endpoint:
                 self._serve_sends()
                 if handle.event.is_set():
                     break
-                idle = time.monotonic() - handle.msg.last_progress
-                if idle > timeout:
+                # Silence counts from the sender's last data packet (of any message: a peer
+                # still busy with earlier messages is alive), and at the earliest from the
+                # post or this message's last progress. Probes and replies do not count: a
+                # peer's receive thread answers them even while its application is stuck.
+                heard = max(handle.msg.last_progress, self._data_heard.get(handle.src, 0.0))
+                now = time.monotonic()
+                if now - heard > timeout:
                     self.asm.cancel(handle.msg.key)
                     self._handles.pop(handle.msg.key, None)
                     self._nack_cut.pop(handle.msg.key, None)
                     raise self._timeout_error(handle.src, f"receiving {handle.msg.key}")
-                next_deadline = min(
-                    (o.deadline for o in self._out.values() if not o.stopped), default=time.monotonic() + 0.05
-                )
-                self._cond.wait(max(0.0, min(0.05, next_deadline - time.monotonic())))
+                self._cond.wait(max(0.0, min(heard + timeout, self._next_deadline(now)) - now))
         return handle.msg
 
     # -- send -------------------------------------------------------------
@@ -317,9 +328,18 @@ class Endpoint:
                 while not out.stopped:
                     self._serve_sends()
                     if not out.stopped:
-                        self._cond.wait(max(0.0, min(o.deadline for o in self._out.values()) - time.monotonic()))
+                        now = time.monotonic()
+                        self._cond.wait(max(0.0, self._next_deadline(now) - now))
             finally:
                 self._out.pop(out.spec.key, None)
+
+    def _next_deadline(self, now: float) -> float:
+        """When the next started send still waiting for its STOP must probe (lock held).
+
+        Sends that a STOP already ended keep their last deadline until their own
+        ``send_wait`` collects them; waiting on it would spin.
+        """
+        return min((o.deadline for o in self._out.values() if not o.stopped), default=now + self.cfg.peer_timeout_s)
 
     def _serve_sends(self) -> None:
         """Probe on silence, for every started send (lock held); BITMAPs are served by the receive thread."""
@@ -450,7 +470,7 @@ class Endpoint:
             dtype=spec.dtype, seq=seq, pkt_count=spec.pkt_count, offset=offset, length=len(payload),
         )  # fmt: skip
         try:
-            self.sock.sendto(hdr.pack() + payload, self.addresses[dst])
+            self.sock.sendmsg([hdr.pack(), payload], self._control_cmsg, 0, self.addresses[dst])
         except OSError as exc:  # refused or a full buffer: the peer's probe or our timer will ask again
             log.debug("control packet to rank %d not sent: %s", dst, exc)
 
@@ -496,6 +516,7 @@ class Endpoint:
         # only this thread completes; a message posted meanwhile goes the numpy way.
         got = fast.receive(0.02, self.loss)
         if got is None:
+            self._idle()
             return
         now = time.monotonic()
         with self._cond:
@@ -511,6 +532,7 @@ class Endpoint:
     def _rx_numpy(self, ring: RecvRing) -> None:
         got = ring.receive(0.02)
         if got is None:
+            self._idle()
             return
         now = time.monotonic()
         with self._cond:
@@ -522,10 +544,16 @@ class Endpoint:
                     result = self.asm.ingest(got.buf[s : s + n], seg_size=seg, now=now)
                     self._handle(result, now)
 
+    def _idle(self) -> None:
+        """Nothing arrived for a receive timeout: return the memory of stale early packets."""
+        with self._lock:
+            self.asm.expire_stash(time.monotonic())
+
     def _handle(self, result: IngestResult, now: float) -> None:
         """React to one ingest (called with the lock held)."""
         for src in result.sources:
             self._heard[src] = now
+            self._data_heard[src] = now
         for msg in result.completed:
             self._complete(msg, probe_id=0)
         if result.completed:

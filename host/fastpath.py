@@ -64,15 +64,17 @@ _OPS = {DType.FLOAT32: 1, DType.FLOAT64: 2, DType.INT32: 3}  # reduce-on-receive
 _FIELD = {f.name: f for f in HEADER_FIELDS}
 _module: ModuleType | None = None
 _tried = False
+_load_error = ""
 
 
 def _load() -> ModuleType | None:
-    global _module, _tried
+    global _module, _tried, _load_error
     if not _tried:
         _tried = True
         try:
             from dlcp.host import _fastpath  # type: ignore[attr-defined]
         except ImportError as exc:
+            _load_error = str(exc)
             log.info("C data path not built (%s): using the numpy path", exc)
         else:
             _fastpath.set_layout(
@@ -87,6 +89,12 @@ def _load() -> ModuleType | None:
 def available() -> bool:
     """Whether the C data path was built and loads."""
     return _load() is not None
+
+
+def unavailable_reason() -> str:
+    """Why the C data path does not load (the import error), or ``""`` when it does."""
+    _load()
+    return _load_error
 
 
 @dataclass

@@ -8,7 +8,7 @@ from dlcp.assembler import Assembler
 from dlcp.drops import DropReason
 from dlcp.limits import Limits
 from dlcp.protocol import HEADER_SIZE, DType, MessageKind, PacketType
-from dlcp.wire import Header
+from dlcp.wire import Header, segment_count
 
 
 def feed(a: Assembler, pkts: list[bytes]):
@@ -161,13 +161,22 @@ def test_bounds_checks_never_write_outside(assembler: Assembler) -> None:
 
 
 def test_garbage_never_raises(assembler: Assembler) -> None:
+    """Random bytes, whole or cut in segments of any size (tiny GRO segments too), are dropped and counted.
+
+    ``ingest`` has no catch-all, so an error on some input fails this test;
+    each segment must be counted exactly once (an error swallowed as one drop would not be).
+    """
     rng = np.random.default_rng(3)
     spec, values = make_message(640, 64)
     assembler.expect(spec, np.zeros_like(values))
+    segments = 0
     for n in (0, 1, 39, 40, 41, 100, 2000):
-        for _ in range(20):
-            assembler.ingest(rng.integers(0, 256, n, dtype=np.uint8).tobytes(), seg_size=max(1, n // 3) or 1)
+        for seg in {max(1, n // 3), n or 1}:
+            for _ in range(20):
+                assembler.ingest(rng.integers(0, 256, n, dtype=np.uint8).tobytes(), seg_size=seg)
+                segments += segment_count(n, seg)
     assert assembler.counters[DropReason.OK] == 0
+    assert int(assembler.counters.counts.sum()) == segments
 
 
 def test_early_packets_are_stashed_then_replayed(assembler: Assembler) -> None:
@@ -189,6 +198,72 @@ def test_stash_is_bounded() -> None:
     spec, values = make_message(1000, 64)
     feed(a, packets(spec, values).packets()[:6])
     assert a.counters[DropReason.STASH_FULL] == 3
+    assert a.stash_bytes == 3 * (HEADER_SIZE + 256)
+
+
+def _stash(a: Assembler, msg_id: int, n: int, now: float, gro: bool = False) -> tuple:
+    spec, values = make_message(64 * 16, 64, msg_id=msg_id, seed=msg_id)
+    pb = packets(spec, values, last=False, seqs=np.arange(n))
+    if gro:
+        a.ingest(pb.buffer(), seg_size=pb.seg_size, now=now)
+    else:
+        for p in pb.packets():
+            a.ingest(p, now=now)
+    return spec, values
+
+
+@pytest.mark.parametrize("gro", [False, True], ids=["datagrams", "gro"])
+def test_stash_expires_by_age_and_counts_what_it_evicts(gro: bool) -> None:
+    """Early packets of a message not expected within limits.max_stash_age_s are evicted and counted.
+
+    A message that keeps receiving packets stays; its stashed probe is forgotten
+    with it; the bytes it held go back, so new early packets fit again.
+    """
+    size = HEADER_SIZE + 256
+    a = Assembler(Limits(max_stash_bytes=9 * size, max_stash_age_s=10.0))
+    a.add_job(JOB, TOKEN)
+    stale, _ = _stash(a, 1, 6, now=0.0, gro=gro)
+    assert a.on_probe(stale.key, now=0.0) is None
+    live, live_values = _stash(a, 2, 2, now=0.0, gro=gro)
+    a.ingest(packets(live, live_values, last=False, seqs=np.array([2])).packets()[0], now=9.0)  # still arriving
+    assert a.stash_bytes == 9 * size
+    _stash(a, 3, 1, now=9.5, gro=gro)
+    assert a.counters[DropReason.STASH_FULL] == 1, "full: the newest packets are refused"
+    assert a.counters[DropReason.STASH_EXPIRED] == 0 and a.expire_stash(9.99) == 0
+    assert a.expire_stash(10.01) == 6, "message 1 took nothing for 10 s: its 6 packets go"
+    assert a.counters[DropReason.STASH_EXPIRED] == 6
+    assert a.stash_bytes == 3 * size
+    # Its room is free again: new early packets are stashed, not refused.
+    _stash(a, 4, 5, now=10.5, gro=gro)
+    assert a.counters[DropReason.STASH_FULL] == 1 and a.stash_bytes == 8 * size
+    # Expected later, message 1 starts empty, and without the forgotten probe it waits for its sender.
+    msg = a.expect(stale, np.zeros(stale.num_elems, np.float32), now=11.0)
+    assert msg.n_received == 0 and not msg.sender_done
+    msg = a.expect(live, np.zeros(live.num_elems, np.float32), now=11.0)
+    assert msg.n_received == 3, "message 2 kept its early packets"
+    # Stashing or expecting evicts too, not only an explicit call: message 4 ages out here.
+    _stash(a, 5, 1, now=30.0, gro=gro)
+    assert a.counters[DropReason.STASH_EXPIRED] == 6 + 5 and a.stash_bytes == size
+
+
+def test_a_stale_stash_does_not_block_new_early_packets() -> None:
+    """Early packets of a message never expected fill the stash; once stale they give way."""
+    size = HEADER_SIZE + 256
+    a = Assembler(Limits(max_stash_bytes=4 * size, max_stash_age_s=10.0))
+    a.add_job(JOB, TOKEN)
+    _stash(a, 1, 4, now=0.0)  # never expected (say, a cancelled receive)
+    _stash(a, 2, 1, now=1.0)
+    assert a.counters[DropReason.STASH_FULL] == 1
+    spec, values = _stash(a, 3, 4, now=20.0)
+    assert a.counters[DropReason.STASH_FULL] == 1, "message 1's stale packets made room"
+    msg = a.expect(spec, np.zeros_like(values), now=20.0)
+    assert msg.n_received == 4
+
+
+def test_stash_age_limit_is_validated() -> None:
+    for bad in (0, -1.0, float("inf"), float("nan"), "10", True):
+        with pytest.raises(ValueError, match="max_stash_age_s"):
+            Limits(max_stash_age_s=bad)  # type: ignore[arg-type]
 
 
 def test_late_packets_after_completion(assembler: Assembler) -> None:

@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 from support import JOB, TOKEN, make_message, packets
 
 from dlcp.assembler import Assembler
-from dlcp.protocol import MessageKind
+from dlcp.protocol import HEADER_SIZE, MessageKind, PacketType
+from dlcp.wire import Header, segment_count
 
 
 @st.composite
@@ -100,3 +101,77 @@ def test_fast_and_general_paths_agree(npk, epp, seed, data) -> None:
     np.testing.assert_array_equal(r1, r2)
     np.testing.assert_array_equal(c1, c2)
     assert d1 == d2
+
+
+@st.composite
+def hostile_datagrams(draw):
+    """Valid packets of one message (data and control), then header bytes overwritten, cut or padded.
+
+    Mostly of the right job and token, so they get past the wire checks into
+    placement, stashing and control handling, where a bug would hide.
+    """
+    epp = draw(st.sampled_from([1, 3, 16]))
+    num = draw(st.integers(1, 20 * epp))
+    spec, values = make_message(num, epp, bound=draw(st.sampled_from([0.0, 0.5])), seed=draw(st.integers(0, 99)))
+    pb = packets(spec, values)
+    raw = [bytearray(p) for p in pb.packets()]
+    for ptype in (PacketType.PROBE, PacketType.BITMAP, PacketType.STOP, PacketType.TRIMMED):
+        h = Header(ptype, job_id=JOB, src=0, token=TOKEN, msg_id=1, pkt_count=spec.pkt_count, length=2)
+        raw.append(bytearray(h.pack() + b"\x0f\x00"))
+    picked = draw(st.lists(st.integers(0, len(raw) - 1), min_size=1, max_size=30))
+    out = []
+    for i in picked:
+        d = bytearray(raw[i])
+        for _ in range(draw(st.integers(0, 3))):
+            at = draw(st.integers(0, HEADER_SIZE - 1))
+            if at not in (0, 4, 5, 8, 9, 10, 11) or draw(st.booleans()):  # keep version, job, token mostly
+                d[at] = draw(st.integers(0, 255))
+        cut = draw(st.sampled_from([None, "short", "long"]))
+        if cut == "short":
+            d = d[: draw(st.integers(0, len(d)))]
+        elif cut == "long":
+            d += bytes(draw(st.integers(1, 64)))
+        out.append(bytes(d))
+    how = draw(st.sampled_from(["one by one", "as one GRO buffer", "arbitrary segments"]))
+    seg = draw(st.integers(1, 2 * pb.seg_size)) if how == "arbitrary segments" else pb.seg_size
+    return spec, out, how, seg, draw(st.sampled_from(["expected", "not yet", "completed"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(hostile_datagrams())
+def test_hostile_datagrams_never_raise_are_all_counted_and_stay_in_bounds(case) -> None:
+    """Whatever the bytes, ingest returns, counts every segment once, and writes only inside the message.
+
+    ``ingest`` has no catch-all: a bug that raises on some input fails here.
+    """
+    spec, datagrams, how, seg, state = case
+    a = Assembler()
+    a.add_job(JOB, TOKEN)
+    guard = 64
+    backing = np.full(spec.num_elems + 2 * guard, 5.0, dtype=np.float32)
+    out = backing[guard:-guard]
+    if state == "completed":  # later packets are late
+        a.expect(spec, out)
+        a.on_probe(spec.key)
+        for p in packets(spec, np.zeros(spec.num_elems, np.float32)).packets():
+            a.ingest(p)
+        assert a.is_completed(spec.key)
+        out[:] = 5.0
+    msg = a.expect(spec, out) if state == "expected" else None
+    before = int(a.counters.counts.sum())
+    if how == "one by one":
+        segments = sum(segment_count(len(d), len(d)) if d else 0 for d in datagrams)
+        for d in datagrams:
+            a.ingest(d)
+    else:
+        blob = b"".join(d.ljust(seg, b"\x00")[:seg] if how == "as one GRO buffer" else d for d in datagrams)
+        segments = segment_count(len(blob), seg) if blob else 0
+        a.ingest(blob, seg_size=seg)
+    if state == "not yet":  # the stashed packets are replayed now
+        msg = a.expect(spec, out)
+    assert int(a.counters.counts.sum()) - before >= segments, "every segment is counted (stashed ones again on replay)"
+    if state != "not yet":
+        assert int(a.counters.counts.sum()) - before == segments, "every segment is counted exactly once"
+    assert np.all(backing[:guard] == 5.0) and np.all(backing[-guard:] == 5.0), "nothing written outside the buffer"
+    if msg is not None:
+        assert msg.n_received == int(np.count_nonzero(msg.received))

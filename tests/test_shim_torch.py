@@ -1,6 +1,5 @@
 """The PyTorch DDP hook: layer mapping, replica consistency, loss accounting, accuracy parity."""
 
-import numpy as np
 import pytest
 import torch
 
@@ -100,8 +99,9 @@ def test_ddp_ps_lossy_pull_drift_is_bounded_and_resynced() -> None:
     r = run(TrainConfig(backend="dlcp", mode="ps", inject_loss=0.01, pull_bound=0.02, **SMALL))
     assert r["loss_fraction_by_kind"]["pull"] > 0, "pulls lost something: there was drift to bound"
     assert r["replicas_identical"], "the final re-sync makes every replica identical"
-    assert np.isfinite(r["max_replica_divergence_before_resync"])
-    assert r["max_replica_divergence_before_resync"] < 0.5
+    # A lost pull leaves a stale gradient range on one worker, so its parameters differ
+    # from then on (no periodic re-sync within this run): the final re-sync had work to do.
+    assert 0.0 < r["max_replica_divergence_before_resync"] < 0.5
     assert r["test_accuracy"] > 0.6
 
 

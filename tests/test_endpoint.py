@@ -1,0 +1,327 @@
+"""One endpoint's waits, timeouts and packet marking, on loopback.
+
+These are the transport's promises that a collective's result does not show:
+a waiting thread sleeps, a live peer is never declared dead, a silent one is
+within the configured bound, and control packets carry the TOS byte the
+documentation gives them.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from dlcp.config import TransportConfig
+from dlcp.drops import DropReason
+from dlcp.host.endpoint import Endpoint, free_port
+from dlcp.host.errors import PeerTimeoutError
+from dlcp.host.local import local_endpoints
+from dlcp.host.pacing import PacingConfig
+from dlcp.limits import Limits
+from dlcp.message import MessageKey, MessageSpec
+from dlcp.packetizer import build_packets
+from dlcp.protocol import CONTROL_PRIORITY, HEADER_SIZE, Flag, MessageKind, PacketType, tos_for
+from dlcp.wire import Header
+
+TOKEN = 7
+C_PATH = pytest.param(True, id="c", marks=pytest.mark.fastpath)
+NUMPY_PATH = pytest.param(False, id="numpy")
+
+
+def _spec(msg_id: int, n: int, src: int = 0, kind: MessageKind = MessageKind.ALL_GATHER) -> MessageSpec:
+    return MessageSpec(MessageKey(1, src, msg_id, 0), kind, n, 256)
+
+
+def _close(eps: list[Endpoint]) -> None:
+    for ep in eps:
+        ep.close()
+
+
+@pytest.mark.parametrize("fast_path", [C_PATH, NUMPY_PATH])
+def test_send_wait_sleeps_while_another_send_is_stopped(fast_path: bool) -> None:
+    """A STOPped send whose deadline passed must not make a wait on another send spin.
+
+    Send A completes (STOP) but stays started until its own ``send_wait``; send B
+    waits about a second for its receiver to post. Waiting on B must cost next
+    to no CPU: the thread's CPU time over the wait is compared with the wall time.
+    """
+    transport = TransportConfig(port=0, payload_bytes=1024, peer_timeout_s=5.0, fast_path=fast_path)
+    eps = local_endpoints(2, token=TOKEN, transport=transport)
+    try:
+        a, b = _spec(1, 256 * 8), _spec(2, 256 * 8)
+        va, vb = np.ones(a.num_elems, np.float32), np.full(b.num_elems, 2.0, np.float32)
+        out_a, out_b = np.zeros_like(va), np.zeros_like(vb)
+        handle_a = eps[1].post_recv(a, out_a)
+        started_a = eps[0].send_start(a, va, 1, priority=3)
+        eps[1].wait(handle_a)
+        deadline = time.monotonic() + 2.0
+        while not started_a.stopped and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert started_a.stopped, "A was acknowledged"
+        started_b = eps[0].send_start(b, vb, 1, priority=3)
+        late = threading.Timer(1.0, lambda: eps[1].post_recv(b, out_b))
+        late.start()
+        try:
+            wall0, cpu0 = time.monotonic(), time.thread_time()
+            eps[0].send_wait(started_b)
+            wall, cpu = time.monotonic() - wall0, time.thread_time() - cpu0
+        finally:
+            late.join()
+        eps[0].send_wait(started_a)
+        np.testing.assert_array_equal(out_b, vb)
+        assert wall > 0.8, "the wait lasted until B's receiver posted"
+        # A sleeping wait wakes for each probe (every 10 ms doubling to 200 ms) and
+        # each reply: a few milliseconds of CPU. A spinning one uses the CPU it gets.
+        assert cpu < 0.15 * wall, f"send_wait used {cpu:.3f} s of CPU in {wall:.3f} s"
+    finally:
+        _close(eps)
+
+
+@pytest.mark.parametrize("fast_path", [C_PATH, NUMPY_PATH])
+def test_a_receive_outlasts_the_timeout_while_its_peer_keeps_sending(fast_path: bool) -> None:
+    """A receive posted long before its data comes does not time out while the peer is busy sending.
+
+    Rank 1 posts every receive up front (as the ring all-reduce does) and waits on
+    the last one first; rank 0, paced, sends the others first. The wait lasts
+    more than twice the peer timeout, with data arriving all along.
+    """
+    timeout = 1.0
+    transport = TransportConfig(port=0, payload_bytes=1024, peer_timeout_s=timeout, fast_path=fast_path)
+    rate = 100e3  # bytes/s: a 16-packet message every ~0.17 s
+    pacing = PacingConfig(max_rate=rate, min_rate=rate, increase=0.0, burst=4096)
+    addresses = {r: ("127.0.0.1", free_port()) for r in range(2)}
+    eps = [
+        Endpoint(rank=r, job_id=1, token=TOKEN, addresses=addresses, transport=transport, pacing=pacing)
+        for r in range(2)
+    ]
+    try:
+        specs = [_spec(i, 256 * 16) for i in range(16)]
+        values = [np.full(s.num_elems, float(i), np.float32) for i, s in enumerate(specs)]
+        outs = [np.zeros_like(v) for v in values]
+        handles = [eps[1].post_recv(s, o) for s, o in zip(specs, outs, strict=True)]
+
+        failed: list[BaseException] = []
+
+        def sender() -> None:
+            try:
+                for s, v in zip(specs, values, strict=True):
+                    eps[0].send(s, v, 1, priority=3)
+            except BaseException as exc:  # reported below (after a receive error, the endpoints close)
+                failed.append(exc)
+
+        t = threading.Thread(target=sender, daemon=True)
+        start = time.monotonic()
+        t.start()
+        eps[1].wait(handles[-1])
+        waited = time.monotonic() - start
+        for h in handles[:-1]:
+            eps[1].wait(h)
+        t.join(10.0)
+        assert not failed, failed
+        assert waited > 2 * timeout, f"the last message arrived after {waited:.2f} s: the test needs > {2 * timeout}"
+        for o, v in zip(outs, values, strict=True):
+            np.testing.assert_array_equal(o, v)
+    finally:
+        _close(eps)
+
+
+class RawPeer:
+    """A rank as a plain UDP socket: sends what the test says, answers nothing, sees each datagram's TOS byte."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.sock.getsockname()
+
+    def receive(self, quiet_s: float = 0.3) -> list[tuple[Header, int]]:
+        """(header, TOS byte) of every datagram until none came for ``quiet_s``."""
+        got = []
+        self.sock.settimeout(quiet_s)
+        try:
+            while True:
+                data, anc, _, _ = self.sock.recvmsg(65536, socket.CMSG_SPACE(4))
+                tos = [d[0] for level, kind, d in anc if (level, kind) == (socket.IPPROTO_IP, socket.IP_TOS)]
+                assert len(tos) == 1, anc
+                got.append((Header.unpack(data[:HEADER_SIZE]), tos[0]))
+        except TimeoutError:
+            return got
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.mark.parametrize("probing", [False, True], ids=["quiet", "probing"])
+def test_a_silent_peer_times_out_within_the_bound_and_is_named(probing: bool) -> None:
+    """Rank 0 sends half a message, then no data: rank 1's wait raises within the bound, naming rank 0.
+
+    Probes do not keep a receive alive ("probing"): a peer's receive thread
+    sends them while its application may be stuck (a deadlock would never end).
+    """
+    timeout = 1.0
+    peer = RawPeer()
+    ep = Endpoint(
+        rank=1, job_id=1, token=TOKEN, addresses={0: peer.address, 1: ("127.0.0.1", 0)},
+        transport=TransportConfig(port=0, payload_bytes=1024, peer_timeout_s=timeout),
+    )  # fmt: skip
+    stop = threading.Event()
+
+    def probe_another_message() -> None:
+        probe = Header(PacketType.PROBE, job_id=1, src=0, token=TOKEN, msg_id=99, pkt_count=1, seq=1).pack()
+        while not stop.wait(0.1):
+            peer.sock.sendto(probe, ep.address)
+
+    prober = threading.Thread(target=probe_another_message, daemon=True)
+    try:
+        spec = _spec(5, 256 * 32)
+        values = np.ones(spec.num_elems, np.float32)
+        handle = ep.post_recv(spec, np.zeros_like(values))
+        datagrams = build_packets(spec, values, token=TOKEN, priority=3).packets()
+        for d in datagrams[:16]:
+            peer.sock.sendto(d, ep.address)
+        last_data = time.monotonic()
+        if probing:
+            prober.start()
+        raised: list[tuple[BaseException, float]] = []
+
+        def waiter() -> None:
+            try:
+                ep.wait(handle)
+            except BaseException as exc:  # checked below
+                raised.append((exc, time.monotonic()))
+
+        t = threading.Thread(target=waiter, daemon=True)
+        t.start()
+        t.join(timeout + 3.0)  # a wait that never ends fails here rather than hanging the suite
+        assert raised, f"no error {timeout + 3.0:.1f} s after the peer's last data packet"
+        exc, when = raised[0]
+        assert isinstance(exc, PeerTimeoutError), exc
+        assert exc.rank == 0 and "rank 0" in str(exc)
+        silent = when - last_data
+        assert timeout <= silent < timeout + 1.0, f"raised {silent:.2f} s after the last data packet"
+    finally:
+        stop.set()
+        if prober.is_alive():
+            prober.join()
+        ep.close()
+        peer.close()
+
+
+CONTROL_TOS = tos_for(CONTROL_PRIORITY, 0)
+
+
+@pytest.mark.parametrize("fast_path", [C_PATH, NUMPY_PATH])
+def test_packets_carry_the_tos_of_their_class_on_the_wire(fast_path: bool) -> None:
+    """Control packets (PROBE, BITMAP, STOP) and retransmissions in the control class, data in its own.
+
+    docs/transport.md: control travels at the top priority class (CS7 by
+    default) and is never drop-eligible; ``protocol.tos_for`` gives the byte.
+    """
+    assert CONTROL_TOS >> 5 == CONTROL_PRIORITY == 7, "class selector 7 (CS7) in the precedence bits"
+    transport = TransportConfig(port=0, payload_bytes=1024, fast_path=fast_path)
+    peer = RawPeer()
+    ep = Endpoint(rank=1, job_id=1, token=TOKEN, addresses={0: peer.address, 1: ("127.0.0.1", 0)}, transport=transport)
+    try:
+        # As a sender to the raw peer: data at its priority and drop classes, then a PROBE.
+        spec = MessageSpec(MessageKey(1, 1, 1, 0), MessageKind.PUSH, 256 * 8, 256, loss_bound=0.5)
+        classes = (np.arange(8) % 2).astype(np.uint8)
+        ep.send_start(spec, np.ones(spec.num_elems, np.float32), 0, priority=3, drop_classes=classes)
+        got = peer.receive()
+        data = [(h.seq, tos) for h, tos in got if h.type == PacketType.DATA]
+        assert sorted(data) == [(s, tos_for(3, int(classes[s]))) for s in range(8)]
+        probes = [tos for h, tos in got if h.type == PacketType.PROBE]
+        assert probes and set(probes) == {CONTROL_TOS}
+        # A BITMAP naming every packet missing: retransmissions in the control class, then a new PROBE.
+        probe_id = max(h.seq for h, _ in got if h.type == PacketType.PROBE)
+        bitmap = Header(PacketType.BITMAP, Flag.FINAL, job_id=1, src=1, token=TOKEN, msg_id=1, seq=probe_id,
+                        pkt_count=8, length=1)  # fmt: skip
+        peer.sock.sendto(bitmap.pack() + b"\x00", ep.address)
+        got = peer.receive()
+        retx = [tos for h, tos in got if h.type == PacketType.DATA]
+        assert retx and all(h.flags & Flag.RETX for h, _ in got if h.type == PacketType.DATA)
+        assert set(retx) == {CONTROL_TOS}
+        assert {tos for h, tos in got if h.type == PacketType.PROBE} == {CONTROL_TOS}
+
+        # As a receiver: an empty BITMAP answers a probe for a message not expected yet, STOP a completion.
+        peer.sock.sendto(Header(PacketType.PROBE, job_id=1, src=0, token=TOKEN, msg_id=9, seq=1).pack(), ep.address)
+        rspec = _spec(2, 256 * 4)
+        values = np.arange(rspec.num_elems, dtype=np.float32)
+        handle = ep.post_recv(rspec, np.zeros_like(values))
+        for d in build_packets(rspec, values, token=TOKEN, priority=3).packets():
+            peer.sock.sendto(d, ep.address)
+        ep.wait(handle)
+        got = peer.receive()
+        replies = {(h.type, h.msg_id): tos for h, tos in got}  # (the send above still probes meanwhile)
+        assert replies[(PacketType.BITMAP, 9)] == replies[(PacketType.STOP, 2)] == CONTROL_TOS
+        assert {tos for _, tos in got} == {CONTROL_TOS}
+    finally:
+        ep.close()
+        peer.close()
+
+
+@pytest.mark.parametrize("fast_path", [C_PATH, NUMPY_PATH])
+def test_an_idle_endpoint_evicts_stale_early_packets(fast_path: bool) -> None:
+    """Early packets of a message never posted are evicted once stale by the receive thread, nothing else coming."""
+    peer = RawPeer()
+    ep = Endpoint(
+        rank=1, job_id=1, token=TOKEN, addresses={0: peer.address, 1: ("127.0.0.1", 0)},
+        transport=TransportConfig(port=0, payload_bytes=1024, fast_path=fast_path),
+        limits=Limits(max_stash_age_s=0.3),
+    )  # fmt: skip
+    try:
+        spec = _spec(3, 256 * 8)
+        for d in build_packets(spec, np.ones(spec.num_elems, np.float32), token=TOKEN, priority=3).packets():
+            peer.sock.sendto(d, ep.address)
+        deadline = time.monotonic() + 2.0
+        while ep.asm.counters[DropReason.OK] < 8 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with ep._lock:
+            assert ep.asm.stash_bytes == 8 * (HEADER_SIZE + 1024), "stashed: the message is not expected"
+        time.sleep(1.0)
+        with ep._lock:
+            assert ep.asm.stash_bytes == 0
+            assert ep.asm.counters[DropReason.STASH_EXPIRED] == 8
+    finally:
+        ep.close()
+        peer.close()
+
+
+def test_a_wait_does_not_probe_a_send_still_in_its_first_pass() -> None:
+    """Another thread's send that is still transmitting has no deadline yet: a wait neither probes it nor spins."""
+    rate = 200e3
+    pacing = PacingConfig(max_rate=rate, min_rate=rate, increase=0.0, burst=4096)
+    addresses = {r: ("127.0.0.1", free_port()) for r in range(2)}
+    transport = TransportConfig(port=0, payload_bytes=1024, peer_timeout_s=5.0)
+    eps = [
+        Endpoint(rank=r, job_id=1, token=TOKEN, addresses=addresses, transport=transport, pacing=pacing)
+        for r in range(2)
+    ]
+    try:
+        # Many small batches: the first pass takes about a second.
+        big = _spec(1, 256 * 200)
+        eps[1].post_recv(big, np.zeros(big.num_elems, np.float32))
+        eps[0]._per_build = 8
+        sender = threading.Thread(
+            target=eps[0].send_start, args=(big, np.ones(big.num_elems, np.float32), 1), kwargs={"priority": 3}
+        )
+        small = _spec(2, 256, src=1)
+        handle = eps[0].post_recv(small, np.zeros(small.num_elems, np.float32))
+        sender.start()
+        time.sleep(0.1)
+        threading.Timer(0.8, lambda: eps[1].send(small, np.ones(small.num_elems, np.float32), 0, priority=3)).start()
+        wall0, cpu0 = time.monotonic(), time.thread_time()
+        eps[0].wait(handle)
+        wall, cpu = time.monotonic() - wall0, time.thread_time() - cpu0
+        sender.join(5.0)
+        assert wall > 0.5
+        assert cpu < 0.15 * wall, f"wait used {cpu:.3f} s of CPU in {wall:.3f} s"
+        assert eps[0].send_stats.probes <= 3, "only the send's own probes, after its first pass"
+    finally:
+        _close(eps)
