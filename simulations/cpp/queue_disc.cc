@@ -172,19 +172,15 @@ DlcpQueueDisc::DoEnqueue(Ptr<QueueDiscItem> item)
                 DropBeforeEnqueue(item, SELECTIVE_DROP);
                 return false;
             }
-            // Trim: cut to UDP + DLCP header, type TRIMMED (length field unchanged), zero UDP checksum.
+            // Trim: the packet goes to TRIM_QUEUE now and is cut to its headers as it leaves
+            // (DoDequeue): ns-3's queue-disc statistics require an enqueued item to keep its size.
             m_counters.trimmed[c.queue]++;
-            uint8_t cut[dlcp::MIN_DLCP_UDP_LENGTH];
-            std::copy(l4, l4 + dlcp::MIN_DLCP_UDP_LENGTH, cut);
-            SetField(cut, 4, 2, dlcp::MIN_DLCP_UDP_LENGTH);
-            SetField(cut, 6, 2, 0);
-            uint8_t* h = cut + dlcp::UDP_HEADER_SIZE;
-            h[dlcp::OFF_VER_TYPE] = static_cast<uint8_t>((h[dlcp::OFF_VER_TYPE] & 0xf0) | dlcp::TYPE_TRIMMED);
-            Ipv4Header ip = ipItem->GetHeader();
-            ip.SetPayloadSize(dlcp::MIN_DLCP_UDP_LENGTH);
-            Ptr<Packet> tp = Create<Packet>(cut, dlcp::MIN_DLCP_UDP_LENGTH);
-            auto trimmed = Create<Ipv4QueueDiscItem>(tp, item->GetAddress(), item->GetProtocol(), ip);
-            return Admit(trimmed, dlcp::TRIM_QUEUE);
+            if (!Admit(item, dlcp::TRIM_QUEUE))
+            {
+                return false;
+            }
+            m_toTrim.insert(item->GetPacket()->GetUid());
+            return true;
         }
     }
     if (m_config->ecn_threshold > 0 && occupancy >= m_config->ecn_threshold && item->Mark())
@@ -200,6 +196,10 @@ DlcpQueueDisc::DoDequeue()
     for (uint32_t q = dlcp::NUM_PRIORITY_CLASSES; q-- > 0;)
     {
         Ptr<QueueDiscItem> item = GetInternalQueue(q)->Dequeue();
+        if (item && q == dlcp::TRIM_QUEUE && !m_toTrim.empty() && m_toTrim.erase(item->GetPacket()->GetUid()) > 0)
+        {
+            item = Trim(item);
+        }
         if (item)
         {
             m_counters.forwarded[q]++;
@@ -209,6 +209,23 @@ DlcpQueueDisc::DoDequeue()
         }
     }
     return nullptr;
+}
+
+Ptr<QueueDiscItem>
+DlcpQueueDisc::Trim(Ptr<QueueDiscItem> item)
+{
+    // Cut to UDP + DLCP header: type TRIMMED (length field unchanged), UDP length 48, zero UDP checksum.
+    Ptr<Ipv4QueueDiscItem> ipItem = DynamicCast<Ipv4QueueDiscItem>(item);
+    uint8_t cut[dlcp::MIN_DLCP_UDP_LENGTH];
+    item->GetPacket()->CopyData(cut, sizeof(cut));
+    SetField(cut, 4, 2, dlcp::MIN_DLCP_UDP_LENGTH);
+    SetField(cut, 6, 2, 0);
+    uint8_t* h = cut + dlcp::UDP_HEADER_SIZE;
+    h[dlcp::OFF_VER_TYPE] = static_cast<uint8_t>((h[dlcp::OFF_VER_TYPE] & 0xf0) | dlcp::TYPE_TRIMMED);
+    Ipv4Header ip = ipItem->GetHeader();
+    ip.SetPayloadSize(dlcp::MIN_DLCP_UDP_LENGTH);
+    Ptr<Packet> tp = Create<Packet>(cut, dlcp::MIN_DLCP_UDP_LENGTH);
+    return Create<Ipv4QueueDiscItem>(tp, item->GetAddress(), item->GetProtocol(), ip);
 }
 
 Ptr<const QueueDiscItem>

@@ -134,11 +134,13 @@ class DlcpQueueDisc : public ns3::QueueDisc
     bool CheckConfig() override;
     void InitializeParams() override;
     bool Admit(ns3::Ptr<ns3::QueueDiscItem> item, uint32_t queue);
+    ns3::Ptr<ns3::QueueDiscItem> Trim(ns3::Ptr<ns3::QueueDiscItem> item);
 
     const DlcpSwitchConfig* m_config = nullptr;
     ClassCounters m_counters;
     int32_t m_lastQueue = -1;
     int32_t m_lastDequeued = -1;
+    std::unordered_set<uint64_t> m_toTrim; // packet uids to cut to their headers as they leave TRIM_QUEUE
 };
 
 } // namespace dlcpsim
