@@ -251,7 +251,7 @@ def run(table: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]
     scenario.from_table(table)
     env = dict(os.environ)
     proc = subprocess.run(
-        [sys.executable, "-m", "dlcp.simulations.child"],
+        [sys.executable, "-P", "-m", "dlcp.simulations.child"],  # -P: never import from the cwd
         input=json.dumps(table),
         capture_output=True,
         text=True,
