@@ -67,15 +67,15 @@ def _resnet50() -> Any:
 def _vgg16() -> Any:
     from torch import nn
 
-    cfg = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]
+    cfg: list[int | str] = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]
     layers: list[nn.Module] = []
     cin = 3
     for v in cfg:
-        if v == "M":
-            layers.append(nn.MaxPool2d(2))
+        if isinstance(v, int):
+            layers += [nn.Conv2d(cin, v, 3, padding=1), nn.ReLU()]
+            cin = v
         else:
-            layers += [nn.Conv2d(cin, int(v), 3, padding=1), nn.ReLU()]
-            cin = int(v)
+            layers.append(nn.MaxPool2d(2))
     layers += [
         nn.Flatten(),
         nn.Linear(512 * 7 * 7, 4096),

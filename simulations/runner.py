@@ -132,9 +132,16 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
         spec.mode, spec.transport, spec.iterations, spec.start = job.mode, job.transport, job.iterations, job.start_s
         spec.tag = traffic.tag_id(job.tag)
         spec.workers, spec.servers = list(job.workers), list(job.servers)
-        spec.layer_bytes, spec.forward_s, spec.backward_s = list(job.layer_bytes), list(job.forward_s), list(job.backward_s)
+        spec.layer_bytes, spec.forward_s, spec.backward_s = (
+            list(job.layer_bytes),
+            list(job.forward_s),
+            list(job.backward_s),
+        )
         spec.priority, spec.push_bound, spec.pull_bound = list(job.priority), list(job.push_bound), list(job.pull_bound)
-        spec.push_drop_fractions, spec.pull_drop_fractions = list(job.push_drop_fractions), list(job.pull_drop_fractions)
+        spec.push_drop_fractions, spec.pull_drop_fractions = (
+            list(job.push_drop_fractions),
+            list(job.pull_drop_fractions),
+        )
         sim.AddJob(spec)
     build_s = time.monotonic() - wall0
     t0 = time.monotonic()
@@ -210,7 +217,12 @@ def summarise(s: Scenario, sim: Any, traffic: workloads.Traffic, njobs: int) -> 
         jobs.append({"tag": traffic.jobs[j].tag, "iteration_ends_s": ends, "iteration_s": times})
     h = sim.Hosts()
     sw = sim.Switches()
-    counters = {
+    per_class = {
+        name: [int(v) for v in getattr(sw, name)] for name in ("forwarded", "dropped", "trimmed", "overflow", "marked")
+    }
+    if len(per_class["forwarded"]) != NUM_PRIORITY_CLASSES:
+        raise RuntimeError("the simulator's class count differs from dlcp.protocol's (stale library?)")
+    counters: dict[str, Any] = {
         "dlcp_data_sent": int(h.data_sent),
         "dlcp_data_received": int(h.data_received),
         "dlcp_trimmed_received": int(h.trimmed_received),
@@ -224,12 +236,8 @@ def summarise(s: Scenario, sim: Any, traffic: workloads.Traffic, njobs: int) -> 
         "switch_forwarded": int(sw.switch_forwarded),
         "host_rx_packets": int(sw.host_rx_packets),
         "route_lookups": int(sw.route_lookups),
-        "per_class": {
-            name: [int(v) for v in getattr(sw, name)]
-            for name in ("forwarded", "dropped", "trimmed", "overflow", "marked")
-        },
+        "per_class": per_class,
     }
-    assert len(counters["per_class"]["forwarded"]) == NUM_PRIORITY_CLASSES  # noqa: S101 - generated constant
     return {
         "scenario": s.name,
         "baseline": s.baseline,

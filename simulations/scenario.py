@@ -251,7 +251,9 @@ def validate(s: Scenario) -> Scenario:
     _positive("switch.buffer_packets", sw.buffer_packets)
     _positive("switch.ecn_threshold_packets", sw.ecn_threshold_packets, allow_zero=True)
     if len(sw.drop_thresholds) > 3 or any(v < 0 for v in sw.drop_thresholds):
-        raise ScenarioError(f"switch.drop_thresholds: up to 3 non-negative values (classes 1..3), got {sw.drop_thresholds}")
+        raise ScenarioError(
+            f"switch.drop_thresholds: up to 3 non-negative values (classes 1..3), got {sw.drop_thresholds}"
+        )
     _positive("tcp.min_rto_us", s.tcp.min_rto_us)
     _positive("tcp.buffer_bytes", s.tcp.buffer_bytes)
     if not s.workload:

@@ -181,9 +181,7 @@ def _job(w: Workload, transport: int, policy: Policy, start: float) -> Job:
     n = len(parts)
     fwd = tuple(f * w.batch / (w.gpu_tflops * 1e12) for _, f in parts)
     ps = w.type == "ps"
-    first, second = (
-        (MessageKind.PUSH, MessageKind.PULL) if ps else (MessageKind.REDUCE_SCATTER, MessageKind.ALL_GATHER)
-    )
+    first, second = (MessageKind.PUSH, MessageKind.PULL) if ps else (MessageKind.REDUCE_SCATTER, MessageKind.ALL_GATHER)
     workers = tuple(range(w.first_host, w.first_host + w.workers))
     servers = tuple(range(w.first_host + w.workers, w.first_host + w.workers + w.servers)) if ps else ()
     return Job(
