@@ -9,8 +9,6 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from dlcp.simulations import bench, figures, runner, scenario
-
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("sim", help="packet simulations on ns-3", description=__doc__)
@@ -37,7 +35,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     f = verbs.add_parser(
         "figure", help="simulate and plot one figure", formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
-    f.add_argument("name", choices=sorted(figures.FIGURES))
+    f.add_argument("name", help="figure name: a folder under simulations/figures/ (incast_tail, ps_iteration)")
     f.add_argument("--scale", choices=("small", "paper"), default="small")
     f.add_argument("--plot-only", action="store_true", help="re-plot from the saved data, no simulation")
     f.add_argument("--out", type=Path, default=Path("out/figures"), help="where data and plots go")
@@ -48,6 +46,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from dlcp.simulations import runner, scenario
+
     try:
         table: dict[str, Any] = tomllib.loads(args.scenario.read_text())
     except FileNotFoundError:
@@ -86,6 +86,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    from dlcp.simulations import bench
+
     for name in ("leaves", "hosts_per_leaf", "spines", "kb"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
@@ -106,6 +108,10 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _figure(args: argparse.Namespace) -> int:
+    from dlcp.simulations import figures
+
+    if args.name not in figures.FIGURES:
+        raise ValueError(f"unknown figure {args.name!r} (known: {', '.join(sorted(figures.FIGURES))})")
     if args.parallel < 1:
         raise ValueError(f"--parallel must be >= 1, got {args.parallel}")
     if args.plot_only:
