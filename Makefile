@@ -62,10 +62,26 @@ fastpath: venv
 	  echo "  $$(tail -n 1 $(VENV)/fastpath.log)"; $(FASTPATH_HELP); exit 1; }
 
 # DLCP_REQUIRE_FASTPATH=1: a test of the C path fails, rather than skips, without the module.
-pytest: venv fastpath
+pytest: venv venv-sim fastpath
 	DLCP_REQUIRE_FASTPATH=1 $(VENV)/bin/pytest -q
 
 test: lint typecheck pytest test-mxnet
+
+# The packet simulator's engine, the `sim` extra (ns3 wheel with cppyy: about 480 MB and
+# 2 min to install), goes into .venv itself rather than a venv of its own: it shares
+# every dependency with the main install and conflicts with none, so one venv runs the
+# whole suite and mypy sees dlcp.simulations with its real imports. `make venv` stays
+# light; `make test` adds it once per pyproject change.
+SIM_STAMP := $(VENV)/.sim-$(shell sha1sum pyproject.toml 2>/dev/null | cut -c1-12)
+
+.PHONY: venv-sim
+venv-sim: $(SIM_STAMP)
+
+$(SIM_STAMP): $(DEPS_STAMP)
+	$(PY) -m pip install -q -e '.[dev,sim]' --config-settings editable_mode=strict > $(VENV)/install-sim.log 2>&1 \
+	  || { cat $(VENV)/install-sim.log; exit 1; }
+	rm -f $(VENV)/.sim-*
+	touch $@
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,136 @@
+"""``dlcp sim run|bench|figure``: packet-level simulations on ns-3 (docs/simulations.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("sim", help="packet simulations on ns-3", description=__doc__)
+    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    r = verbs.add_parser("run", help="run one scenario file", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    r.add_argument("scenario", type=Path, help="scenario TOML (docs/simulations.md)")
+    r.add_argument("--baseline", help="override the scenario's baseline (dlcp, dctcp, tcp)")
+    r.add_argument("--json", action="store_true", help="print the whole summary as JSON")
+    r.set_defaults(func=_run)
+
+    b = verbs.add_parser(
+        "bench",
+        help="stock ns-3 routing vs DLCP routing at 256 hosts",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    b.add_argument("--leaves", type=int, default=16)
+    b.add_argument("--hosts-per-leaf", type=int, default=16)
+    b.add_argument("--spines", type=int, default=8)
+    b.add_argument("--kb", type=int, default=256, help="KiB each host sends per round (2 rounds)")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=_bench)
+
+    f = verbs.add_parser(
+        "figure", help="simulate and plot one figure", formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    f.add_argument("name", help="figure name: a folder under simulations/figures/ (incast_tail, ps_iteration)")
+    f.add_argument("--scale", choices=("small", "paper"), default="small")
+    f.add_argument("--plot-only", action="store_true", help="re-plot from the saved data, no simulation")
+    f.add_argument("--out", type=Path, default=Path("out/figures"), help="where data and plots go")
+    f.add_argument("--parallel", type=int, default=1, help="simulations at a time (local processes)")
+    f.add_argument("--address", help="a Dask scheduler (host:port) to run the sweep on instead")
+    f.add_argument("--json", action="store_true")
+    f.set_defaults(func=_figure)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from dlcp.simulations import runner, scenario
+
+    try:
+        table: dict[str, Any] = tomllib.loads(args.scenario.read_text())
+    except FileNotFoundError:
+        raise scenario.ScenarioError(f"{args.scenario}: no such scenario file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise scenario.ScenarioError(f"{args.scenario}: invalid TOML: {exc}") from None
+    if args.baseline:
+        table["baseline"] = args.baseline
+    try:
+        scenario.from_table(table)
+    except scenario.ScenarioError as exc:
+        raise scenario.ScenarioError(f"{args.scenario}: {exc}") from None
+    print(f"simulating {table.get('name', args.scenario.stem)} ...", file=sys.stderr)
+    result = runner.run(table)
+    if args.json:
+        json.dump(result, sys.stdout, indent=1)
+        print()
+        return 0
+    print(
+        f"{result['scenario']} [{result['baseline']}] {result['hosts']} hosts, {result['sim_time_s']:.4f} s simulated"
+    )
+    for tag, f in result["flows"].items():
+        print(
+            f"  {tag:<12} {f['completed']}/{f['count']} done  FCT p50 {f['fct_p50_s'] * 1e6:9.1f} us"
+            f"  p99 {f['fct_p99_s'] * 1e6:9.1f} us  max {f['fct_max_s'] * 1e6:9.1f} us  loss {f['loss_fraction']:.4f}"
+        )
+    for j in result["jobs"]:
+        its = ", ".join(f"{t * 1e3:.2f}" for t in j["iteration_s"])
+        print(f"  job {j['tag']}: iteration times (ms) {its}")
+    p = result["perf"]
+    print(
+        f"  wall {p['wall_s']} s, {p['packets']} packets, {p['packets_per_s']} packets/s,"
+        f" peak RSS {p['peak_rss_mb']} MB"
+    )
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from dlcp.simulations import bench
+
+    for name in ("leaves", "hosts_per_leaf", "spines", "kb"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    out = bench.bench(args.leaves, args.hosts_per_leaf, args.spines, args.kb)
+    if args.json:
+        json.dump(out, sys.stdout, indent=1)
+        print()
+        return 0
+    for routing in ("global", "dlcp"):
+        r = out[routing]
+        label = "ns-3 global routing" if routing == "global" else "DLCP routing"
+        print(
+            f"{label:<20} {r['hosts']} hosts  packets {r['packets']}  wall_s {r['wall_s']}"
+            f"  packets_per_s {r['packets_per_s']}  peak_rss_mb {r['peak_rss_mb']}"
+        )
+    print(f"DLCP routing / stock: {out['speedup']}x packets per second")
+    return 0
+
+
+def _figure(args: argparse.Namespace) -> int:
+    from dlcp.simulations import figures
+
+    if args.name not in figures.FIGURES:
+        raise ValueError(f"unknown figure {args.name!r} (known: {', '.join(sorted(figures.FIGURES))})")
+    if args.parallel < 1:
+        raise ValueError(f"--parallel must be >= 1, got {args.parallel}")
+    if args.plot_only:
+        data = figures.load(args.name, args.scale, args.out)
+    else:
+        data = figures.run(
+            args.name,
+            args.scale,
+            args.out,
+            parallel=args.parallel,
+            address=args.address,
+            progress=lambda done, total: print(f"  {done}/{total} runs done", file=sys.stderr),
+        )
+    png = figures.plot(data, args.out)
+    if args.json:
+        json.dump(data["rows"], sys.stdout, indent=1)
+        print()
+    else:
+        for baseline, vals in data["rows"].items():
+            print(f"{baseline:<8} " + "  ".join(f"{k} {v:.1f}" for k, v in vals.items()))
+        print(f"plot: {png}")
+    return 0

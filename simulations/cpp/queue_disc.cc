@@ -1,0 +1,271 @@
+#include "queue_disc.h"
+
+#include "wire.h"
+
+#include "ns3/drop-tail-queue.h"
+#include "ns3/ipv4-queue-disc-item.h"
+#include "ns3/log.h"
+#include "ns3/object-factory.h"
+#include "ns3/packet.h"
+
+#include <algorithm>
+
+namespace dlcpsim
+{
+
+using namespace ns3;
+
+NS_LOG_COMPONENT_DEFINE("DlcpQueueDisc");
+NS_OBJECT_ENSURE_REGISTERED(DlcpQueueDisc);
+
+static constexpr const char* SELECTIVE_DROP = "DLCP selective drop";
+static constexpr const char* BUFFER_FULL = "Buffer full";
+static constexpr uint8_t IPPROTO_UDP = 17;
+
+void
+DlcpSwitchConfig::AddRule(const ClassRule& rule)
+{
+    rules.push_back(rule);
+    std::stable_sort(rules.begin(), rules.end(), [](const ClassRule& a, const ClassRule& b) {
+        return a.rule_priority > b.rule_priority;
+    });
+}
+
+void
+DlcpSwitchConfig::SetThreshold(uint32_t queue, uint32_t drop_class, OnCongestion action, uint32_t threshold)
+{
+    NS_ABORT_MSG_IF(queue >= dlcp::NUM_PRIORITY_CLASSES || drop_class >= dlcp::NUM_DROP_CLASSES,
+                    "threshold for queue " << queue << " drop class " << drop_class << " out of range");
+    thresholds[queue][drop_class] = Threshold{action, threshold};
+}
+
+Classified
+DlcpSwitchConfig::Classify(const Ipv4Header& ip, const uint8_t* l4, uint32_t l4len) const
+{
+    Classified c;
+    // The parser extracts a DLCP header from any unfragmented UDP datagram long enough to hold one.
+    if (ip.GetProtocol() != IPPROTO_UDP || ip.GetFragmentOffset() != 0 || l4len < dlcp::MIN_DLCP_UDP_LENGTH)
+    {
+        return c;
+    }
+    uint32_t udp_len = GetField(l4, 4, 2);
+    if (udp_len < dlcp::MIN_DLCP_UDP_LENGTH)
+    {
+        return c;
+    }
+    uint16_t dst_port = static_cast<uint16_t>(GetField(l4, 2, 2));
+    const uint8_t* h = l4 + dlcp::UDP_HEADER_SIZE;
+    bool is_dlcp = dst_port == dlcp::UDP_PORT || dlcp_ports.count(dst_port) > 0;
+    uint8_t type = PacketTypeOf(h);
+    uint32_t priority = h[dlcp::OFF_PRIORITY];
+    uint32_t drop_class = h[dlcp::OFF_DROP_CLASS];
+    if (VersionOf(h) != dlcp::VERSION || type > dlcp::TYPE_MAX || priority >= dlcp::NUM_PRIORITY_CLASSES ||
+        drop_class >= dlcp::NUM_DROP_CLASSES)
+    {
+        is_dlcp = false; // malformed: forwarded as ordinary UDP
+    }
+    if (!is_dlcp)
+    {
+        return c;
+    }
+    c.is_dlcp = true;
+    c.packet_type = type;
+    c.drop_class = static_cast<uint8_t>(drop_class);
+    c.seq = GetField(h, dlcp::OFF_SEQ, dlcp::SIZE_SEQ);
+    uint32_t job = GetField(h, dlcp::OFF_JOB_ID, dlcp::SIZE_JOB_ID);
+    uint32_t kind = h[dlcp::OFF_KIND];
+    c.queue = priority; // use_packet_priority, the default action
+    c.drop_eligible = false;
+    for (const ClassRule& r : rules)
+    {
+        if ((job & r.job_mask) == (r.job_value & r.job_mask) && (type & r.type_mask) == (r.type_value & r.type_mask) &&
+            (priority & r.priority_mask) == (r.priority_value & r.priority_mask) &&
+            (drop_class & r.drop_mask) == (r.drop_value & r.drop_mask) &&
+            (kind & r.kind_mask) == (r.kind_value & r.kind_mask))
+        {
+            switch (r.action)
+            {
+            case ClassAction::SET_QUEUE:
+                c.queue = r.queue;
+                break;
+            case ClassAction::MARK_DROP_ELIGIBLE:
+                c.queue = r.queue;
+                c.drop_eligible = true;
+                break;
+            case ClassAction::USE_PACKET_PRIORITY:
+                break;
+            }
+            break;
+        }
+    }
+    uint8_t flags = h[dlcp::OFF_FLAGS];
+    if (type != dlcp::TYPE_DATA || (flags & dlcp::FLAG_RETX) != 0 || drop_class == 0)
+    {
+        c.drop_eligible = false;
+    }
+    if (type == dlcp::TYPE_TRIMMED)
+    {
+        c.queue = dlcp::TRIM_QUEUE;
+    }
+    return c;
+}
+
+TypeId
+DlcpQueueDisc::GetTypeId()
+{
+    static TypeId tid = TypeId("dlcpsim::DlcpQueueDisc")
+                            .SetParent<QueueDisc>()
+                            .SetGroupName("TrafficControl")
+                            .AddConstructor<DlcpQueueDisc>()
+                            .AddAttribute("MaxSize",
+                                          "The shared buffer of the port, in packets",
+                                          QueueSizeValue(QueueSize("1000p")),
+                                          MakeQueueSizeAccessor(&QueueDisc::SetMaxSize, &QueueDisc::GetMaxSize),
+                                          MakeQueueSizeChecker());
+    return tid;
+}
+
+DlcpQueueDisc::DlcpQueueDisc()
+    : QueueDisc(QueueDiscSizePolicy::MULTIPLE_QUEUES, QueueSizeUnit::PACKETS)
+{
+}
+
+DlcpQueueDisc::~DlcpQueueDisc() = default;
+
+bool
+DlcpQueueDisc::Admit(Ptr<QueueDiscItem> item, uint32_t queue)
+{
+    if (GetCurrentSize().GetValue() + 1 > GetMaxSize().GetValue())
+    {
+        m_counters.overflow[queue]++;
+        m_lastQueue = -1;
+        DropBeforeEnqueue(item, BUFFER_FULL);
+        return false;
+    }
+    bool ok = GetInternalQueue(queue)->Enqueue(item);
+    m_lastQueue = ok ? static_cast<int32_t>(queue) : -1;
+    return ok;
+}
+
+bool
+DlcpQueueDisc::DoEnqueue(Ptr<QueueDiscItem> item)
+{
+    Ptr<Ipv4QueueDiscItem> ipItem = DynamicCast<Ipv4QueueDiscItem>(item);
+    if (!ipItem || m_config == nullptr)
+    {
+        return Admit(item, dlcp::DEFAULT_QUEUE);
+    }
+    uint8_t l4[dlcp::MIN_DLCP_UDP_LENGTH];
+    Ptr<Packet> p = item->GetPacket();
+    uint32_t l4len = p->CopyData(l4, sizeof(l4));
+    Classified c = m_config->Classify(ipItem->GetHeader(), l4, l4len);
+    uint32_t occupancy = GetInternalQueue(c.queue)->GetNPackets();
+    if (c.drop_eligible)
+    {
+        const Threshold& t = m_config->thresholds[c.queue][c.drop_class];
+        if (t.action != OnCongestion::ADMIT && occupancy > t.threshold)
+        {
+            if (t.action == OnCongestion::DROP)
+            {
+                m_counters.dropped[c.queue]++;
+                m_lastQueue = -1;
+                DropBeforeEnqueue(item, SELECTIVE_DROP);
+                return false;
+            }
+            // Trim: the packet goes to TRIM_QUEUE now and is cut to its headers as it leaves
+            // (DoDequeue): ns-3's queue-disc statistics require an enqueued item to keep its size.
+            m_counters.trimmed[c.queue]++;
+            if (!Admit(item, dlcp::TRIM_QUEUE))
+            {
+                return false;
+            }
+            m_toTrim.insert(item->GetPacket()->GetUid());
+            return true;
+        }
+    }
+    if (m_config->ecn_threshold > 0 && occupancy >= m_config->ecn_threshold && item->Mark())
+    {
+        m_counters.marked[c.queue]++;
+    }
+    return Admit(item, c.queue);
+}
+
+Ptr<QueueDiscItem>
+DlcpQueueDisc::DoDequeue()
+{
+    for (uint32_t q = dlcp::NUM_PRIORITY_CLASSES; q-- > 0;)
+    {
+        Ptr<QueueDiscItem> item = GetInternalQueue(q)->Dequeue();
+        if (item && q == dlcp::TRIM_QUEUE && !m_toTrim.empty() && m_toTrim.erase(item->GetPacket()->GetUid()) > 0)
+        {
+            item = Trim(item);
+        }
+        if (item)
+        {
+            m_counters.forwarded[q]++;
+            m_counters.forwarded_bytes[q] += item->GetSize();
+            m_lastDequeued = static_cast<int32_t>(q);
+            return item;
+        }
+    }
+    return nullptr;
+}
+
+Ptr<QueueDiscItem>
+DlcpQueueDisc::Trim(Ptr<QueueDiscItem> item)
+{
+    // Cut to UDP + DLCP header: type TRIMMED (length field unchanged), UDP length 48, zero UDP checksum.
+    Ptr<Ipv4QueueDiscItem> ipItem = DynamicCast<Ipv4QueueDiscItem>(item);
+    uint8_t cut[dlcp::MIN_DLCP_UDP_LENGTH];
+    item->GetPacket()->CopyData(cut, sizeof(cut));
+    SetField(cut, 4, 2, dlcp::MIN_DLCP_UDP_LENGTH);
+    SetField(cut, 6, 2, 0);
+    uint8_t* h = cut + dlcp::UDP_HEADER_SIZE;
+    h[dlcp::OFF_VER_TYPE] = static_cast<uint8_t>((h[dlcp::OFF_VER_TYPE] & 0xf0) | dlcp::TYPE_TRIMMED);
+    Ipv4Header ip = ipItem->GetHeader();
+    ip.SetPayloadSize(dlcp::MIN_DLCP_UDP_LENGTH);
+    Ptr<Packet> tp = Create<Packet>(cut, dlcp::MIN_DLCP_UDP_LENGTH);
+    return Create<Ipv4QueueDiscItem>(tp, item->GetAddress(), item->GetProtocol(), ip);
+}
+
+Ptr<const QueueDiscItem>
+DlcpQueueDisc::DoPeek()
+{
+    for (uint32_t q = dlcp::NUM_PRIORITY_CLASSES; q-- > 0;)
+    {
+        Ptr<const QueueDiscItem> item = GetInternalQueue(q)->Peek();
+        if (item)
+        {
+            return item;
+        }
+    }
+    return nullptr;
+}
+
+bool
+DlcpQueueDisc::CheckConfig()
+{
+    if (GetNQueueDiscClasses() > 0 || GetNPacketFilters() > 0)
+    {
+        NS_LOG_ERROR("DlcpQueueDisc classifies by itself: no classes or filters");
+        return false;
+    }
+    if (GetNInternalQueues() == 0)
+    {
+        for (uint32_t q = 0; q < dlcp::NUM_PRIORITY_CLASSES; ++q)
+        {
+            // Each class queue may hold the whole shared buffer; the limit is enforced in Admit.
+            AddInternalQueue(CreateObjectWithAttributes<DropTailQueue<QueueDiscItem>>(
+                "MaxSize",
+                QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, GetMaxSize().GetValue() + 1))));
+        }
+    }
+    return GetNInternalQueues() == dlcp::NUM_PRIORITY_CLASSES;
+}
+
+void
+DlcpQueueDisc::InitializeParams()
+{
+}
+
+} // namespace dlcpsim

@@ -1,0 +1,824 @@
+// The Simulation facade: builds the ns-3 fabric Python describes, runs it, and
+// sums the statistics. Per-packet work happens only in the components.
+#include "api.h"
+#include "jobs.h"
+#include "queue_disc.h"
+#include "routing.h"
+#include "transport.h"
+
+#include "ns3/applications-module.h"
+#include "ns3/core-module.h"
+#include "ns3/internet-module.h"
+#include "ns3/network-module.h"
+#include "ns3/point-to-point-module.h"
+#include "ns3/traffic-control-module.h"
+
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace dlcpsim
+{
+
+using namespace ns3;
+
+// ---- a sink that records when a TCP flow's last byte arrived --------------
+
+class FlowSink : public Application
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("dlcpsim::FlowSink").SetParent<Application>().AddConstructor<FlowSink>();
+        return tid;
+    }
+
+    void Setup(uint16_t port, uint64_t bytes, std::function<void()> done)
+    {
+        m_port = port;
+        m_bytes = bytes;
+        m_done = std::move(done);
+    }
+
+  private:
+    void StartApplication() override
+    {
+        m_socket = Socket::CreateSocket(GetNode(), TcpSocketFactory::GetTypeId());
+        m_socket->Bind(InetSocketAddress(Ipv4Address::GetAny(), m_port));
+        m_socket->Listen();
+        m_socket->SetAcceptCallback(MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
+                                    MakeCallback(&FlowSink::Accept, this));
+    }
+
+    void StopApplication() override
+    {
+        if (m_socket)
+        {
+            m_socket->Close();
+        }
+        if (m_peer)
+        {
+            m_peer->Close();
+        }
+    }
+
+    void Accept(Ptr<Socket> s, const Address&)
+    {
+        m_peer = s;
+        s->SetRecvCallback(MakeCallback(&FlowSink::Receive, this));
+    }
+
+    void Receive(Ptr<Socket> s)
+    {
+        Ptr<Packet> p;
+        while ((p = s->Recv()))
+        {
+            m_got += p->GetSize();
+        }
+        if (m_got >= m_bytes && m_done)
+        {
+            auto cb = std::move(m_done);
+            m_done = nullptr;
+            cb();
+        }
+    }
+
+    Ptr<Socket> m_socket, m_peer;
+    uint16_t m_port = 0;
+    uint64_t m_bytes = 0;
+    uint64_t m_got = 0;
+    std::function<void()> m_done;
+};
+
+NS_OBJECT_ENSURE_REGISTERED(FlowSink);
+
+class DlcpRoutingHelper : public Ipv4RoutingHelper
+{
+  public:
+    DlcpRoutingHelper* Copy() const override
+    {
+        return new DlcpRoutingHelper(*this);
+    }
+
+    Ptr<Ipv4RoutingProtocol> Create(Ptr<Node>) const override
+    {
+        return CreateObject<DlcpRouting>();
+    }
+};
+
+struct LinkDesc
+{
+    uint32_t a, b;
+    double rate_bps, delay_s;
+};
+
+class SimulationImpl : public MessageService
+{
+  public:
+    uint64_t seed;
+    std::vector<bool> is_host;
+    std::vector<uint32_t> host_of_node; // node -> host index (or UINT32_MAX)
+    std::vector<uint32_t> node_of_host;
+    std::vector<LinkDesc> links;
+    uint32_t mtu = 1500;
+    std::string switch_queue = "dlcp";
+    uint32_t switch_limit = 1000;
+    uint32_t ecn_threshold = 0;
+    uint32_t host_limit = 100000;
+    std::string routing = "dlcp";
+    TransportParams transport;
+    std::string tcp_variant = "dctcp";
+    double tcp_min_rto = 1e-3;
+    uint32_t tcp_segment = 1448;
+    uint32_t tcp_buffer = 4 << 20;
+    DlcpSwitchConfig switch_config;
+    DlcpSwitchConfig host_config; // hosts: strict priority by the packets' own classes, no selective drop
+    AddressBook book;
+    bool built = false;
+
+    NodeContainer nodes;
+    std::vector<Ipv4Address> host_address;
+    // per node: neighbour node -> interface index
+    std::vector<std::unordered_map<uint32_t, uint32_t>> iface_to;
+    std::vector<Ptr<DlcpRouting>> dlcp_routing;
+    std::vector<Ptr<QueueDisc>> switch_qdiscs, host_qdiscs;
+    std::vector<Ptr<DlcpHost>> hosts;
+    std::vector<FlowRecord> records;
+    HostCounters host_counters;
+    std::vector<std::unique_ptr<TrainingJob>> jobs;
+    std::vector<uint16_t> next_port;
+    uint64_t host_rx = 0;
+
+    void CheckNotBuilt(const char* what) const
+    {
+        if (built)
+        {
+            throw std::logic_error(std::string(what) + " must come before Build()");
+        }
+    }
+
+    void Build();
+    uint32_t Send(uint32_t src, uint32_t dst, uint64_t bytes, const MessageMeta& meta, uint32_t tag,
+                  std::function<void()> on_delivered) override;
+    uint32_t NewRecord(uint32_t src, uint32_t dst, uint64_t bytes, uint8_t transport, uint32_t tag);
+    void Launch(uint32_t id, const MessageMeta& meta, std::function<void()> on_delivered);
+};
+
+uint32_t
+SimulationImpl::NewRecord(uint32_t src, uint32_t dst, uint64_t bytes, uint8_t transport_kind, uint32_t tag)
+{
+    FlowRecord r;
+    r.id = static_cast<uint32_t>(records.size());
+    r.transport = transport_kind;
+    r.tag = tag;
+    r.src = src;
+    r.dst = dst;
+    r.bytes = bytes;
+    r.start = Simulator::Now().GetSeconds();
+    records.push_back(r);
+    return r.id;
+}
+
+uint32_t
+SimulationImpl::Send(uint32_t src, uint32_t dst, uint64_t bytes, const MessageMeta& meta, uint32_t tag,
+                     std::function<void()> on_delivered)
+{
+    if (src >= node_of_host.size() || dst >= node_of_host.size() || src == dst)
+    {
+        throw std::invalid_argument("message endpoints must be two different hosts");
+    }
+    uint32_t id = NewRecord(src, dst, bytes, meta.transport, tag);
+    Launch(id, meta, std::move(on_delivered));
+    return id;
+}
+
+void
+SimulationImpl::Launch(uint32_t id, const MessageMeta& meta, std::function<void()> on_delivered)
+{
+    FlowRecord& rec = records[id];
+    rec.start = Simulator::Now().GetSeconds();
+    uint32_t src = rec.src, dst = rec.dst;
+    uint64_t bytes = rec.bytes;
+    if (meta.transport == static_cast<uint8_t>(Transport::DLCP))
+    {
+        SendSpec s;
+        s.msg_id = id;
+        s.kind = meta.kind;
+        s.layer = meta.layer;
+        s.priority = meta.priority;
+        s.shape.elems_per_packet = transport.payload_bytes / transport.elem_size;
+        s.shape.num_elems = (bytes + transport.elem_size - 1) / transport.elem_size;
+        s.shape.loss_bound = meta.loss_bound;
+        for (size_t c = 0; c < s.drop_fractions.size(); ++c)
+        {
+            s.drop_fractions[c] = c < meta.drop_fractions.size() ? meta.drop_fractions[c] : 0.0;
+        }
+        rec.elems = s.shape.num_elems;
+        hosts[dst]->Expect(id, src, id, s.shape, std::move(on_delivered));
+        hosts[src]->Send(id, dst, s, nullptr);
+        return;
+    }
+    // TCP: one connection per message, to a sink listening on its own port.
+    uint16_t port = next_port[dst]++;
+    if (port == 0)
+    {
+        throw std::runtime_error("host ran out of TCP ports for flows");
+    }
+    Ptr<FlowSink> sink = CreateObject<FlowSink>();
+    sink->Setup(port, bytes, [this, id, cb = std::move(on_delivered)]() {
+        records[id].end = Simulator::Now().GetSeconds();
+        if (cb)
+        {
+            cb();
+        }
+    });
+    nodes.Get(node_of_host[dst])->AddApplication(sink);
+    sink->SetStartTime(Seconds(0));
+    Ptr<BulkSendApplication> app = CreateObject<BulkSendApplication>();
+    app->SetAttribute("Remote", AddressValue(InetSocketAddress(host_address[dst], port)));
+    app->SetAttribute("MaxBytes", UintegerValue(bytes));
+    app->SetAttribute("SendSize", UintegerValue(tcp_segment * 8));
+    nodes.Get(node_of_host[src])->AddApplication(app);
+    // The sink's start is scheduled first (same time, FIFO), so it listens before the SYN.
+    app->SetStartTime(Seconds(0));
+}
+
+void
+SimulationImpl::Build()
+{
+    CheckNotBuilt("Build");
+    RngSeedManager::SetSeed(static_cast<uint32_t>(seed % 0xffffffffULL) + 1);
+    RngSeedManager::SetRun(1);
+    // TCP defaults (every TCP socket of this process; one simulation per process).
+    Config::SetDefault("ns3::TcpL4Protocol::SocketType",
+                       TypeIdValue(TypeId::LookupByName(tcp_variant == "dctcp" ? "ns3::TcpDctcp" : "ns3::TcpNewReno")));
+    Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(tcp_segment));
+    Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(tcp_buffer));
+    Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(tcp_buffer));
+    Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(10));
+    Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(1));
+    Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(Seconds(tcp_min_rto)));
+    Config::SetDefault("ns3::TcpSocketBase::ClockGranularity", TimeValue(MicroSeconds(1)));
+    if (tcp_variant == "dctcp")
+    {
+        Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue("On"));
+    }
+    if (routing == "global")
+    {
+        Config::SetDefault("ns3::Ipv4GlobalRouting::RandomEcmpRouting", BooleanValue(true));
+    }
+
+    uint32_t n = static_cast<uint32_t>(is_host.size());
+    nodes.Create(n);
+    InternetStackHelper stack;
+    DlcpRoutingHelper dlcpHelper;
+    if (routing == "dlcp")
+    {
+        stack.SetRoutingHelper(dlcpHelper);
+    }
+    stack.Install(nodes);
+
+    iface_to.assign(n, {});
+    host_address.assign(node_of_host.size(), Ipv4Address());
+    Ipv4AddressHelper addr;
+    addr.SetBase("10.0.0.0", "255.255.255.252");
+    std::vector<std::pair<Ptr<NetDevice>, bool>> devices; // device, on a switch
+    for (const LinkDesc& l : links)
+    {
+        PointToPointHelper p2p;
+        p2p.SetDeviceAttribute("DataRate", DataRateValue(DataRate(static_cast<uint64_t>(l.rate_bps))));
+        p2p.SetDeviceAttribute("Mtu", UintegerValue(mtu));
+        p2p.SetChannelAttribute("Delay", TimeValue(Seconds(l.delay_s)));
+        // A one-packet device queue: the queue disc above it holds the backlog (and decides).
+        p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", QueueSizeValue(QueueSize("1p")));
+        NetDeviceContainer d = p2p.Install(nodes.Get(l.a), nodes.Get(l.b));
+        Ipv4InterfaceContainer ifs = addr.Assign(d);
+        addr.NewNetwork();
+        iface_to[l.a][l.b] = ifs.Get(0).second;
+        iface_to[l.b][l.a] = ifs.Get(1).second;
+        if (is_host[l.a])
+        {
+            host_address[host_of_node[l.a]] = ifs.GetAddress(0);
+        }
+        if (is_host[l.b])
+        {
+            host_address[host_of_node[l.b]] = ifs.GetAddress(1);
+        }
+        devices.emplace_back(d.Get(0), !is_host[l.a]);
+        devices.emplace_back(d.Get(1), !is_host[l.b]);
+    }
+    for (uint32_t h = 0; h < host_address.size(); ++h)
+    {
+        book.host_of_address[host_address[h].Get()] = h;
+    }
+    book.dlcp_ports = switch_config.dlcp_ports;
+    host_config.dlcp_ports = switch_config.dlcp_ports;
+
+    // Queue discs: replace the default one on every device.
+    TrafficControlHelper tch;
+    for (auto& [dev, on_switch] : devices)
+    {
+        tch.Uninstall(dev);
+        TrafficControlHelper t;
+        std::string kind = on_switch ? switch_queue : (switch_queue == "dlcp" ? "dlcp" : "fifo");
+        uint32_t limit = on_switch ? switch_limit : host_limit;
+        QueueSizeValue size(QueueSize(QueueSizeUnit::PACKETS, limit));
+        if (kind == "dlcp")
+        {
+            t.SetRootQueueDisc("dlcpsim::DlcpQueueDisc", "MaxSize", size);
+        }
+        else if (kind == "red_ecn")
+        {
+            // DCTCP marking: instantaneous queue (QW = 1), one threshold K (MinTh = MaxTh).
+            Ptr<PointToPointNetDevice> p = DynamicCast<PointToPointNetDevice>(dev);
+            DataRateValue rate;
+            p->GetAttribute("DataRate", rate);
+            t.SetRootQueueDisc("ns3::RedQueueDisc", "MaxSize", size, "UseEcn", BooleanValue(true), "UseHardDrop",
+                               BooleanValue(false), "QW", DoubleValue(1.0), "MinTh", DoubleValue(ecn_threshold),
+                               "MaxTh", DoubleValue(ecn_threshold + 1), "MeanPktSize", UintegerValue(mtu),
+                               "LinkBandwidth", rate, "LinkDelay", TimeValue(MicroSeconds(1)));
+        }
+        else
+        {
+            t.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", size);
+        }
+        QueueDiscContainer qd = t.Install(dev);
+        Ptr<QueueDisc> q = qd.Get(0);
+        if (Ptr<DlcpQueueDisc> dq = DynamicCast<DlcpQueueDisc>(q))
+        {
+            dq->SetConfig(on_switch ? &switch_config : &host_config);
+        }
+        (on_switch ? switch_qdiscs : host_qdiscs).push_back(q);
+    }
+
+    dlcp_routing.assign(n, nullptr);
+    if (routing == "dlcp")
+    {
+        for (uint32_t i = 0; i < n; ++i)
+        {
+            Ptr<DlcpRouting> r = DynamicCast<DlcpRouting>(nodes.Get(i)->GetObject<Ipv4>()->GetRoutingProtocol());
+            r->SetAddressBook(&book);
+            dlcp_routing[i] = r;
+        }
+    }
+    else
+    {
+        Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+    }
+
+    // Hosts: a DLCP endpoint each, and a count of what IPv4 delivers to them.
+    next_port.assign(node_of_host.size(), 10000);
+    hosts.resize(node_of_host.size());
+    for (uint32_t h = 0; h < node_of_host.size(); ++h)
+    {
+        Ptr<Node> node = nodes.Get(node_of_host[h]);
+        Ptr<DlcpHost> app = CreateObject<DlcpHost>();
+        app->Configure(h, transport, &host_address, &records, &host_counters, seed * 1000003ULL + h);
+        node->AddApplication(app);
+        app->SetStartTime(Seconds(0));
+        hosts[h] = app;
+        Ptr<Ipv4L3Protocol> ip = node->GetObject<Ipv4L3Protocol>();
+        ip->TraceConnectWithoutContext(
+            "LocalDeliver",
+            MakeBoundCallback(+[](uint64_t* c, const Ipv4Header&, Ptr<const Packet>, uint32_t) { ++*c; }, &host_rx));
+    }
+    built = true;
+}
+
+// ---- Simulation -------------------------------------------------------------
+
+Simulation::Simulation(uint64_t seed)
+    : m_impl(std::make_unique<SimulationImpl>())
+{
+    m_impl->seed = seed;
+}
+
+Simulation::~Simulation()
+{
+    Simulator::Destroy();
+}
+
+uint32_t
+Simulation::AddNode(bool host)
+{
+    m_impl->CheckNotBuilt("AddNode");
+    uint32_t id = static_cast<uint32_t>(m_impl->is_host.size());
+    m_impl->is_host.push_back(host);
+    if (host)
+    {
+        m_impl->host_of_node.push_back(static_cast<uint32_t>(m_impl->node_of_host.size()));
+        m_impl->node_of_host.push_back(id);
+    }
+    else
+    {
+        m_impl->host_of_node.push_back(UINT32_MAX);
+    }
+    return id;
+}
+
+void
+Simulation::AddLink(uint32_t a, uint32_t b, double rate_bps, double delay_s)
+{
+    m_impl->CheckNotBuilt("AddLink");
+    if (a >= m_impl->is_host.size() || b >= m_impl->is_host.size() || a == b)
+    {
+        throw std::invalid_argument("a link joins two different existing nodes");
+    }
+    m_impl->links.push_back(LinkDesc{a, b, rate_bps, delay_s});
+}
+
+void
+Simulation::SetMtu(uint32_t mtu)
+{
+    m_impl->mtu = mtu;
+}
+
+void
+Simulation::SetSwitchQueue(const std::string& kind, uint32_t limit_packets, uint32_t ecn_threshold)
+{
+    if (kind != "dlcp" && kind != "fifo" && kind != "red_ecn")
+    {
+        throw std::invalid_argument("switch queue must be dlcp, fifo or red_ecn, got " + kind);
+    }
+    m_impl->switch_queue = kind;
+    m_impl->switch_limit = limit_packets;
+    m_impl->ecn_threshold = ecn_threshold;
+    m_impl->switch_config.ecn_threshold = ecn_threshold;
+}
+
+void
+Simulation::SetHostQueueLimit(uint32_t limit_packets)
+{
+    m_impl->host_limit = limit_packets;
+}
+
+void
+Simulation::SetRouting(const std::string& kind)
+{
+    if (kind != "dlcp" && kind != "global")
+    {
+        throw std::invalid_argument("routing must be dlcp or global, got " + kind);
+    }
+    m_impl->routing = kind;
+}
+
+void
+Simulation::SetTransport(const TransportParams& params)
+{
+    m_impl->transport = params;
+}
+
+void
+Simulation::SetTcp(const std::string& variant, double min_rto_s, uint32_t segment_bytes, uint32_t buffer_bytes)
+{
+    if (variant != "dctcp" && variant != "newreno")
+    {
+        throw std::invalid_argument("tcp variant must be dctcp or newreno, got " + variant);
+    }
+    m_impl->tcp_variant = variant;
+    m_impl->tcp_min_rto = min_rto_s;
+    m_impl->tcp_segment = segment_bytes;
+    m_impl->tcp_buffer = buffer_bytes;
+}
+
+void
+Simulation::AddDlcpPort(uint16_t port)
+{
+    m_impl->switch_config.dlcp_ports.insert(port);
+}
+
+static ClassRule
+MakeRule(int32_t rule_priority, const std::vector<uint32_t>& vm, uint8_t action, uint32_t queue)
+{
+    if (vm.size() != 10 || action > 2 || queue >= dlcp::NUM_PRIORITY_CLASSES)
+    {
+        throw std::invalid_argument("a class rule has 5 (value, mask) pairs, an action 0..2 and a queue 0..7");
+    }
+    ClassRule r;
+    r.rule_priority = rule_priority;
+    r.job_value = vm[0], r.job_mask = vm[1];
+    r.type_value = vm[2], r.type_mask = vm[3];
+    r.priority_value = vm[4], r.priority_mask = vm[5];
+    r.drop_value = vm[6], r.drop_mask = vm[7];
+    r.kind_value = vm[8], r.kind_mask = vm[9];
+    r.action = static_cast<ClassAction>(action);
+    r.queue = queue;
+    return r;
+}
+
+void
+Simulation::AddClassRule(int32_t rule_priority, const std::vector<uint32_t>& value_mask, uint8_t action, uint32_t queue)
+{
+    m_impl->switch_config.AddRule(MakeRule(rule_priority, value_mask, action, queue));
+}
+
+void
+Simulation::SetDlcpThreshold(uint32_t queue, uint32_t drop_class, uint8_t action, uint32_t threshold)
+{
+    if (action > 2)
+    {
+        throw std::invalid_argument("threshold action is 0 (admit), 1 (drop) or 2 (trim)");
+    }
+    m_impl->switch_config.SetThreshold(queue, drop_class, static_cast<OnCongestion>(action), threshold);
+}
+
+void
+Simulation::Build()
+{
+    m_impl->Build();
+}
+
+void
+Simulation::SetGroup(uint32_t node, uint32_t gid, const std::vector<uint32_t>& next_nodes)
+{
+    Ptr<DlcpRouting> r = m_impl->dlcp_routing.at(node);
+    if (!r)
+    {
+        throw std::logic_error("SetGroup needs dlcp routing and Build()");
+    }
+    std::vector<uint32_t> ifs;
+    for (uint32_t nb : next_nodes)
+    {
+        auto it = m_impl->iface_to[node].find(nb);
+        if (it == m_impl->iface_to[node].end())
+        {
+            throw std::invalid_argument("next hop is not a neighbour of the node");
+        }
+        ifs.push_back(it->second);
+    }
+    r->SetGroup(gid, ifs);
+}
+
+void
+Simulation::SetHostGroups(uint32_t node, const std::vector<int32_t>& host_gid)
+{
+    Ptr<DlcpRouting> r = m_impl->dlcp_routing.at(node);
+    if (!r)
+    {
+        throw std::logic_error("SetHostGroups needs dlcp routing and Build()");
+    }
+    for (uint32_t h = 0; h < host_gid.size(); ++h)
+    {
+        if (host_gid[h] >= 0)
+        {
+            r->SetHostGroup(h, static_cast<uint32_t>(host_gid[h]));
+        }
+    }
+}
+
+void
+Simulation::SetDefaultGroup(uint32_t node, uint32_t gid)
+{
+    Ptr<DlcpRouting> r = m_impl->dlcp_routing.at(node);
+    if (!r)
+    {
+        throw std::logic_error("SetDefaultGroup needs dlcp routing and Build()");
+    }
+    r->SetDefaultGroup(gid);
+}
+
+uint32_t
+Simulation::AddMessage(uint32_t src_host, uint32_t dst_host, double start_s, uint64_t bytes, const MessageMeta& meta,
+                       uint32_t tag)
+{
+    if (!m_impl->built)
+    {
+        throw std::logic_error("AddMessage needs Build()");
+    }
+    if (src_host >= m_impl->node_of_host.size() || dst_host >= m_impl->node_of_host.size() || src_host == dst_host)
+    {
+        throw std::invalid_argument("message endpoints must be two different hosts");
+    }
+    SimulationImpl* impl = m_impl.get();
+    uint32_t id = impl->NewRecord(src_host, dst_host, bytes, meta.transport, tag);
+    impl->records[id].start = start_s;
+    Simulator::Schedule(Seconds(start_s), [impl, id, meta]() { impl->Launch(id, meta, nullptr); });
+    return id;
+}
+
+uint32_t
+Simulation::AddJob(const JobSpec& job)
+{
+    if (!m_impl->built)
+    {
+        throw std::logic_error("AddJob needs Build()");
+    }
+    size_t layers = job.layer_bytes.size();
+    if (job.workers.empty() || layers == 0 || job.forward_s.size() != layers || job.backward_s.size() != layers ||
+        job.priority.size() != layers || job.push_bound.size() != layers || job.pull_bound.size() != layers ||
+        (job.mode == 0 && job.servers.empty()) || job.mode > 1)
+    {
+        throw std::invalid_argument("job: workers, servers (PS) and one entry per layer in every per-layer list");
+    }
+    m_impl->jobs.push_back(std::make_unique<TrainingJob>(job, m_impl.get()));
+    m_impl->jobs.back()->Start();
+    return static_cast<uint32_t>(m_impl->jobs.size() - 1);
+}
+
+void
+Simulation::Run(double stop_s)
+{
+    Simulator::Stop(Seconds(stop_s));
+    Simulator::Run();
+}
+
+uint32_t
+Simulation::NumRecords() const
+{
+    return static_cast<uint32_t>(m_impl->records.size());
+}
+
+const FlowRecord&
+Simulation::Record(uint32_t i) const
+{
+    return m_impl->records.at(i);
+}
+
+std::vector<double>
+Simulation::JobIterationEnds(uint32_t job) const
+{
+    return m_impl->jobs.at(job)->IterationEnds();
+}
+
+HostCounters
+Simulation::Hosts() const
+{
+    return m_impl->host_counters;
+}
+
+SwitchTotals
+Simulation::Switches() const
+{
+    SwitchTotals t;
+    size_t k = dlcp::NUM_PRIORITY_CLASSES;
+    t.forwarded.assign(k, 0), t.dropped.assign(k, 0), t.trimmed.assign(k, 0), t.overflow.assign(k, 0),
+        t.marked.assign(k, 0);
+    for (auto* list : {&m_impl->switch_qdiscs, &m_impl->host_qdiscs})
+    {
+        bool on_switch = list == &m_impl->switch_qdiscs;
+        for (const Ptr<QueueDisc>& q : *list)
+        {
+            const QueueDisc::Stats& s = q->GetStats();
+            t.qdisc_received += s.nTotalReceivedPackets;
+            t.qdisc_dropped += s.nTotalDroppedPackets;
+            t.qdisc_sent += s.nTotalSentPackets;
+            if (!on_switch)
+            {
+                continue;
+            }
+            t.switch_forwarded += s.nTotalSentPackets;
+            if (Ptr<DlcpQueueDisc> d = DynamicCast<DlcpQueueDisc>(q))
+            {
+                const ClassCounters& c = d->Counters();
+                for (size_t i = 0; i < k; ++i)
+                {
+                    t.forwarded[i] += c.forwarded[i];
+                    t.dropped[i] += c.dropped[i];
+                    t.trimmed[i] += c.trimmed[i];
+                    t.overflow[i] += c.overflow[i];
+                    t.marked[i] += c.marked[i];
+                }
+            }
+        }
+    }
+    t.host_rx_packets = m_impl->host_rx;
+    for (const auto& r : m_impl->dlcp_routing)
+    {
+        if (r)
+        {
+            t.route_lookups += r->Lookups();
+        }
+    }
+    return t;
+}
+
+uint64_t
+Simulation::Events() const
+{
+    return Simulator::GetEventCount();
+}
+
+double
+Simulation::Now() const
+{
+    return Simulator::Now().GetSeconds();
+}
+
+// ---- QueueDiscHarness -------------------------------------------------------
+
+struct QueueDiscHarness::Impl
+{
+    DlcpSwitchConfig config;
+    Ptr<DlcpQueueDisc> qd;
+};
+
+static std::vector<uint8_t>
+FromHex(const std::string& hex)
+{
+    std::vector<uint8_t> out(hex.size() / 2);
+    for (size_t i = 0; i < out.size(); ++i)
+    {
+        out[i] = static_cast<uint8_t>(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
+    }
+    return out;
+}
+
+static std::string
+ToHex(const std::vector<uint8_t>& b)
+{
+    static const char* d = "0123456789abcdef";
+    std::string s;
+    for (uint8_t x : b)
+    {
+        s += d[x >> 4];
+        s += d[x & 15];
+    }
+    return s;
+}
+
+QueueDiscHarness::QueueDiscHarness(uint32_t limit_packets)
+    : m_impl(std::make_unique<Impl>())
+{
+    m_impl->qd = CreateObjectWithAttributes<DlcpQueueDisc>(
+        "MaxSize", QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, limit_packets)));
+    m_impl->qd->SetConfig(&m_impl->config);
+    m_impl->qd->Initialize();
+}
+
+QueueDiscHarness::~QueueDiscHarness()
+{
+    m_impl->qd->Dispose();
+}
+
+void
+QueueDiscHarness::AddDlcpPort(uint16_t port)
+{
+    m_impl->config.dlcp_ports.insert(port);
+}
+
+void
+QueueDiscHarness::AddClassRule(int32_t rule_priority, const std::vector<uint32_t>& value_mask, uint8_t action,
+                               uint32_t queue)
+{
+    m_impl->config.AddRule(MakeRule(rule_priority, value_mask, action, queue));
+}
+
+void
+QueueDiscHarness::SetThreshold(uint32_t queue, uint32_t drop_class, uint8_t action, uint32_t threshold)
+{
+    m_impl->config.SetThreshold(queue, drop_class, static_cast<OnCongestion>(action), threshold);
+}
+
+int32_t
+QueueDiscHarness::Enqueue(const std::string& ipv4_hex)
+{
+    std::vector<uint8_t> bytes = FromHex(ipv4_hex);
+    Ptr<Packet> p = Create<Packet>(bytes.data(), static_cast<uint32_t>(bytes.size()));
+    Ipv4Header ip;
+    p->RemoveHeader(ip);
+    auto item = Create<Ipv4QueueDiscItem>(p, Address(), Ipv4L3Protocol::PROT_NUMBER, ip);
+    bool ok = m_impl->qd->Enqueue(item);
+    return ok ? m_impl->qd->LastQueue() : -1;
+}
+
+std::string
+QueueDiscHarness::Dequeue()
+{
+    Ptr<QueueDiscItem> item = m_impl->qd->Dequeue();
+    if (!item)
+    {
+        return "";
+    }
+    Ptr<Ipv4QueueDiscItem> ipItem = DynamicCast<Ipv4QueueDiscItem>(item);
+    Ptr<Packet> p = item->GetPacket()->Copy();
+    p->AddHeader(ipItem->GetHeader());
+    std::vector<uint8_t> out(p->GetSize());
+    p->CopyData(out.data(), out.size());
+    return ToHex(out);
+}
+
+int32_t
+QueueDiscHarness::LastDequeuedQueue() const
+{
+    return m_impl->qd->LastDequeuedQueue();
+}
+
+uint64_t
+QueueDiscHarness::Forwarded(uint32_t cls) const
+{
+    return m_impl->qd->Counters().forwarded.at(cls);
+}
+
+uint64_t
+QueueDiscHarness::Dropped(uint32_t cls) const
+{
+    return m_impl->qd->Counters().dropped.at(cls);
+}
+
+uint64_t
+QueueDiscHarness::Trimmed(uint32_t cls) const
+{
+    return m_impl->qd->Counters().trimmed.at(cls);
+}
+
+} // namespace dlcpsim

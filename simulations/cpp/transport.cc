@@ -1,0 +1,579 @@
+#include "transport.h"
+
+#include "ns3/log.h"
+#include "ns3/packet.h"
+#include "ns3/simulator.h"
+#include "ns3/udp-socket-factory.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace dlcpsim
+{
+
+using namespace ns3;
+
+NS_LOG_COMPONENT_DEFINE("DlcpHost");
+NS_OBJECT_ENSURE_REGISTERED(DlcpHost);
+NS_OBJECT_ENSURE_REGISTERED(DlcpHeader);
+
+// ---- DlcpHeader ------------------------------------------------------------
+
+TypeId
+DlcpHeader::GetTypeId()
+{
+    static TypeId tid = TypeId("dlcpsim::DlcpHeader").SetParent<Header>().AddConstructor<DlcpHeader>();
+    return tid;
+}
+
+TypeId
+DlcpHeader::GetInstanceTypeId() const
+{
+    return GetTypeId();
+}
+
+void
+DlcpHeader::Print(std::ostream& os) const
+{
+    os << "DLCP type=" << int(PacketTypeOf(bytes)) << " seq=" << Get(dlcp::OFF_SEQ, dlcp::SIZE_SEQ);
+}
+
+uint32_t
+DlcpHeader::GetSerializedSize() const
+{
+    return dlcp::HEADER_SIZE;
+}
+
+void
+DlcpHeader::Serialize(Buffer::Iterator start) const
+{
+    start.Write(bytes, dlcp::HEADER_SIZE);
+}
+
+uint32_t
+DlcpHeader::Deserialize(Buffer::Iterator start)
+{
+    start.Read(bytes, dlcp::HEADER_SIZE);
+    return dlcp::HEADER_SIZE;
+}
+
+// ---- DlcpHost --------------------------------------------------------------
+
+TypeId
+DlcpHost::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("dlcpsim::DlcpHost").SetParent<Application>().SetGroupName("Applications").AddConstructor<DlcpHost>();
+    return tid;
+}
+
+DlcpHost::DlcpHost() = default;
+DlcpHost::~DlcpHost() = default;
+
+void
+DlcpHost::Configure(uint32_t rank,
+                    const TransportParams& params,
+                    const std::vector<Ipv4Address>* addresses,
+                    std::vector<FlowRecord>* records,
+                    HostCounters* counters,
+                    uint64_t seed)
+{
+    m_rank = rank;
+    m_params = params;
+    m_addresses = addresses;
+    m_records = records;
+    m_counters = counters;
+    m_rng.seed(seed);
+    m_rate = params.max_rate;
+}
+
+void
+DlcpHost::StartApplication()
+{
+    m_socket = Socket::CreateSocket(GetNode(), UdpSocketFactory::GetTypeId());
+    m_socket->Bind(InetSocketAddress(Ipv4Address::GetAny(), dlcp::UDP_PORT));
+    m_socket->SetRecvCallback(MakeCallback(&DlcpHost::OnReceive, this));
+}
+
+void
+DlcpHost::StopApplication()
+{
+    if (m_socket)
+    {
+        m_socket->Close();
+        m_socket->SetRecvCallback(MakeNullCallback<void, Ptr<Socket>>());
+    }
+    for (auto& [key, m] : m_tx)
+    {
+        Simulator::Cancel(m->timer);
+    }
+}
+
+void
+DlcpHost::Send(uint32_t record, uint32_t dst, const SendSpec& spec, std::function<void()> on_acked)
+{
+    auto m = std::make_unique<TxMsg>();
+    m->record = record;
+    m->dst = dst;
+    m->spec = spec;
+    m->on_acked = std::move(on_acked);
+    m->rto = m_params.initial_rto;
+    uint8_t* h = m->hdr;
+    DlcpHeader tmp;
+    tmp.SetType(dlcp::TYPE_DATA);
+    std::copy(tmp.bytes, tmp.bytes + dlcp::HEADER_SIZE, h);
+    SetField(h, dlcp::OFF_KIND, dlcp::SIZE_KIND, spec.kind);
+    SetField(h, dlcp::OFF_DTYPE, dlcp::SIZE_DTYPE, 0);
+    SetField(h, dlcp::OFF_JOB_ID, dlcp::SIZE_JOB_ID, m_params.job_id);
+    SetField(h, dlcp::OFF_SRC, dlcp::SIZE_SRC, m_rank);
+    SetField(h, dlcp::OFF_TOKEN, dlcp::SIZE_TOKEN, m_params.token);
+    SetField(h, dlcp::OFF_MSG_ID, dlcp::SIZE_MSG_ID, spec.msg_id);
+    SetField(h, dlcp::OFF_ROUND, dlcp::SIZE_ROUND, spec.round);
+    SetField(h, dlcp::OFF_LAYER, dlcp::SIZE_LAYER, spec.layer);
+    SetField(h, dlcp::OFF_PKT_COUNT, dlcp::SIZE_PKT_COUNT, spec.shape.PktCount());
+    SetField(h, dlcp::OFF_PRIORITY, dlcp::SIZE_PRIORITY, spec.priority);
+    // Drop classes: the core ranks packets by gradient magnitude; without values the simulator
+    // draws each packet's class with the policy's fractions (the same distribution).
+    // A reliable message is sent as drop class 0 (docs/transport.md section 1).
+    uint32_t n = spec.shape.PktCount();
+    m->drop_class.assign(n, 0);
+    if (spec.shape.loss_bound > 0)
+    {
+        std::uniform_real_distribution<double> u(0.0, 1.0);
+        for (uint32_t s = 0; s < n; ++s)
+        {
+            double x = u(m_rng);
+            uint8_t c = 0;
+            double acc = spec.drop_fractions[0];
+            while (c + 1 < dlcp::NUM_DROP_CLASSES && x >= acc)
+            {
+                ++c;
+                acc += spec.drop_fractions[c];
+            }
+            m->drop_class[s] = c;
+        }
+    }
+    FlowRecord& rec = (*m_records)[record];
+    rec.packets = n;
+    uint64_t key = Key(m_rank, spec.msg_id);
+    m_firstPass[std::min<uint32_t>(spec.priority, dlcp::NUM_PRIORITY_CLASSES - 1)].push_back(key);
+    m_tx[key] = std::move(m);
+    Kick();
+}
+
+void
+DlcpHost::Expect(uint32_t record, uint32_t src, uint32_t msg_id, const MessageShape& shape,
+                 std::function<void()> on_complete)
+{
+    auto r = std::make_unique<RxMsg>();
+    r->record = record;
+    r->src = src;
+    r->state = MessageState(shape);
+    r->on_complete = std::move(on_complete);
+    m_rx[Key(src, msg_id)] = std::move(r);
+}
+
+void
+DlcpHost::Kick()
+{
+    if (m_txScheduled)
+    {
+        return;
+    }
+    m_txScheduled = true;
+    Time now = Simulator::Now();
+    Simulator::Schedule(m_nextTx > now ? m_nextTx - now : Time(0), &DlcpHost::TxLoop, this);
+}
+
+void
+DlcpHost::Charge(uint32_t wire_bytes)
+{
+    Time now = Simulator::Now();
+    if (m_nextTx < now)
+    {
+        m_nextTx = now;
+    }
+    m_nextTx += Seconds(wire_bytes / m_rate);
+}
+
+void
+DlcpHost::TxLoop()
+{
+    m_txScheduled = false;
+    for (uint32_t q = dlcp::NUM_PRIORITY_CLASSES; q-- > 0;)
+    {
+        auto& fifo = m_firstPass[q];
+        while (!fifo.empty())
+        {
+            auto it = m_tx.find(fifo.front());
+            if (it == m_tx.end() || it->second->passed)
+            {
+                fifo.pop_front();
+                continue;
+            }
+            TxMsg& m = *it->second;
+            uint32_t seq = m.next_seq++;
+            SendData(m, seq, false);
+            if (m.next_seq == m.spec.shape.PktCount())
+            {
+                m.passed = true;
+                fifo.pop_front();
+                Probe(m); // the receiver cannot know the pass is over if LAST was lost
+            }
+            Kick();
+            return;
+        }
+    }
+}
+
+void
+DlcpHost::SendData(TxMsg& m, uint32_t seq, bool retx)
+{
+    const MessageShape& s = m.spec.shape;
+    uint32_t len = static_cast<uint32_t>(s.ElemsOf(seq) * m_params.elem_size);
+    DlcpHeader h;
+    std::copy(m.hdr, m.hdr + dlcp::HEADER_SIZE, h.bytes);
+    uint8_t flags = 0;
+    if (retx)
+    {
+        flags |= dlcp::FLAG_RETX;
+    }
+    else if (seq + 1 == s.PktCount())
+    {
+        flags |= dlcp::FLAG_LAST;
+    }
+    h.Set(dlcp::OFF_LENGTH, dlcp::SIZE_LENGTH, len);
+    h.Set(dlcp::OFF_FLAGS, dlcp::SIZE_FLAGS, flags);
+    h.Set(dlcp::OFF_PRIORITY, dlcp::SIZE_PRIORITY, retx ? m.spec.control_priority : m.spec.priority);
+    h.Set(dlcp::OFF_DROP_CLASS, dlcp::SIZE_DROP_CLASS, retx ? 0 : m.drop_class[seq]);
+    h.Set(dlcp::OFF_SEQ, dlcp::SIZE_SEQ, seq);
+    h.Set(dlcp::OFF_OFFSET, dlcp::SIZE_OFFSET, seq * s.elems_per_packet);
+    Ptr<Packet> p = Create<Packet>(len);
+    p->AddHeader(h);
+    Charge(len + dlcp::HEADER_SIZE + dlcp::UDP_HEADER_SIZE + m_params.wire_overhead);
+    m_socket->SendTo(p, 0, InetSocketAddress((*m_addresses)[m.dst], dlcp::UDP_PORT));
+    m_counters->data_sent++;
+    if (retx)
+    {
+        (*m_records)[m.record].retx++;
+    }
+}
+
+void
+DlcpHost::SendControl(const uint8_t* tmpl, uint8_t type, uint32_t dst, uint32_t seq, uint32_t offset, uint8_t flags,
+                      const uint8_t* payload, uint32_t len)
+{
+    DlcpHeader h;
+    std::copy(tmpl, tmpl + dlcp::HEADER_SIZE, h.bytes);
+    h.SetType(type);
+    h.Set(dlcp::OFF_LENGTH, dlcp::SIZE_LENGTH, len);
+    h.Set(dlcp::OFF_FLAGS, dlcp::SIZE_FLAGS, flags);
+    h.Set(dlcp::OFF_PRIORITY, dlcp::SIZE_PRIORITY, dlcp::CONTROL_PRIORITY);
+    h.Set(dlcp::OFF_DROP_CLASS, dlcp::SIZE_DROP_CLASS, 0);
+    h.Set(dlcp::OFF_SEQ, dlcp::SIZE_SEQ, seq);
+    h.Set(dlcp::OFF_OFFSET, dlcp::SIZE_OFFSET, offset);
+    Ptr<Packet> p = len ? Create<Packet>(payload, len) : Create<Packet>();
+    p->AddHeader(h);
+    m_socket->SendTo(p, 0, InetSocketAddress((*m_addresses)[dst], dlcp::UDP_PORT));
+    m_counters->control_sent++;
+}
+
+void
+DlcpHost::Probe(TxMsg& m)
+{
+    m.pending.clear(); // chunks answering earlier probes are stale now
+    m.probe_id++;
+    (*m_records)[m.record].probes++;
+    SendControl(m.hdr, dlcp::TYPE_PROBE, m.dst, m.probe_id, 0, 0, nullptr, 0);
+    Simulator::Cancel(m.timer);
+    m.timer = Simulator::Schedule(Seconds(m.rto), &DlcpHost::OnTimer, this, Key(m_rank, m.spec.msg_id));
+}
+
+void
+DlcpHost::OnTimer(uint64_t key)
+{
+    auto it = m_tx.find(key);
+    if (it == m_tx.end() || it->second->stopped)
+    {
+        return;
+    }
+    TxMsg& m = *it->second;
+    m.rto = std::min(2 * m.rto, m_params.max_rto);
+    Probe(m);
+}
+
+void
+DlcpHost::OnReceive(Ptr<Socket> socket)
+{
+    Ptr<Packet> p;
+    Address from;
+    while ((p = socket->RecvFrom(from)))
+    {
+        uint8_t h[dlcp::HEADER_SIZE];
+        if (p->CopyData(h, dlcp::HEADER_SIZE) < dlcp::HEADER_SIZE || VersionOf(h) != dlcp::VERSION)
+        {
+            m_counters->unknown++; // the core drops and counts it (TRUNCATED / BAD_VERSION)
+            continue;
+        }
+        switch (PacketTypeOf(h))
+        {
+        case dlcp::TYPE_DATA:
+            OnData(h, false);
+            break;
+        case dlcp::TYPE_TRIMMED:
+            OnData(h, true);
+            break;
+        case dlcp::TYPE_PROBE:
+            m_counters->control_received++;
+            OnProbe(h);
+            break;
+        case dlcp::TYPE_BITMAP:
+        case dlcp::TYPE_STOP:
+            m_counters->control_received++;
+            p->RemoveAtStart(dlcp::HEADER_SIZE);
+            OnReply(h, p);
+            break;
+        default:
+            m_counters->unknown++;
+        }
+    }
+}
+
+void
+DlcpHost::OnData(const uint8_t* h, bool trimmed)
+{
+    if (trimmed)
+    {
+        m_counters->trimmed_received++;
+    }
+    else
+    {
+        m_counters->data_received++;
+    }
+    uint32_t src = GetField(h, dlcp::OFF_SRC, dlcp::SIZE_SRC);
+    uint32_t msg_id = GetField(h, dlcp::OFF_MSG_ID, dlcp::SIZE_MSG_ID);
+    auto it = m_rx.find(Key(src, msg_id));
+    if (it == m_rx.end())
+    {
+        m_counters->unknown++;
+        return;
+    }
+    RxMsg& r = *it->second;
+    uint32_t seq = GetField(h, dlcp::OFF_SEQ, dlcp::SIZE_SEQ);
+    bool last = (h[dlcp::OFF_FLAGS] & dlcp::FLAG_LAST) != 0;
+    Accept a = trimmed ? r.state.OnTrimmed(seq, last) : r.state.OnData(seq, last);
+    if (trimmed && a == Accept::OK)
+    {
+        (*m_records)[r.record].trimmed++;
+    }
+    if (a == Accept::DUPLICATE)
+    {
+        m_counters->duplicates++;
+    }
+    else if (a == Accept::LATE)
+    {
+        m_counters->late++;
+    }
+    if (!r.state.done && r.state.Ready())
+    {
+        Complete(r, 0);
+    }
+}
+
+void
+DlcpHost::OnProbe(const uint8_t* h)
+{
+    uint32_t src = GetField(h, dlcp::OFF_SRC, dlcp::SIZE_SRC);
+    uint32_t msg_id = GetField(h, dlcp::OFF_MSG_ID, dlcp::SIZE_MSG_ID);
+    uint32_t probe_id = GetField(h, dlcp::OFF_SEQ, dlcp::SIZE_SEQ);
+    auto it = m_rx.find(Key(src, msg_id));
+    if (it == m_rx.end())
+    {
+        m_counters->unknown++;
+        return;
+    }
+    RxMsg& r = *it->second;
+    if (r.state.done)
+    {
+        SendBitmap(r, dlcp::TYPE_STOP, probe_id);
+        return;
+    }
+    r.state.OnProbe();
+    if (r.state.Ready())
+    {
+        Complete(r, probe_id);
+    }
+    else
+    {
+        SendBitmap(r, dlcp::TYPE_BITMAP, probe_id);
+    }
+}
+
+void
+DlcpHost::Complete(RxMsg& r, uint32_t probe_id)
+{
+    r.state.Finish();
+    FlowRecord& rec = (*m_records)[r.record];
+    rec.end = Simulator::Now().GetSeconds();
+    rec.lost_elems = static_cast<uint64_t>(r.state.lost_elems);
+    SendBitmap(r, dlcp::TYPE_STOP, probe_id);
+    if (r.on_complete)
+    {
+        auto cb = std::move(r.on_complete);
+        r.on_complete = nullptr;
+        cb();
+    }
+}
+
+void
+DlcpHost::SendBitmap(RxMsg& r, uint8_t type, uint32_t probe_id)
+{
+    // The reply names the message by its identity (the sender matches on it alone).
+    const FlowRecord& rec = (*m_records)[r.record];
+    DlcpHeader tmpl;
+    tmpl.Set(dlcp::OFF_JOB_ID, dlcp::SIZE_JOB_ID, m_params.job_id);
+    tmpl.Set(dlcp::OFF_SRC, dlcp::SIZE_SRC, r.src);
+    tmpl.Set(dlcp::OFF_TOKEN, dlcp::SIZE_TOKEN, m_params.token);
+    tmpl.Set(dlcp::OFF_MSG_ID, dlcp::SIZE_MSG_ID, rec.id);
+    tmpl.Set(dlcp::OFF_PKT_COUNT, dlcp::SIZE_PKT_COUNT, r.state.shape.PktCount());
+    if (type == dlcp::TYPE_STOP && r.state.lost_elems == 0)
+    {
+        SendControl(tmpl.bytes, type, r.src, probe_id, 0, dlcp::FLAG_FINAL, nullptr, 0);
+        return;
+    }
+    const std::vector<uint8_t>& got = r.state.received;
+    std::vector<uint8_t> bits((got.size() + 7) / 8, 0);
+    for (size_t i = 0; i < got.size(); ++i)
+    {
+        if (got[i])
+        {
+            bits[i / 8] |= static_cast<uint8_t>(1u << (i % 8)); // LSB first
+        }
+    }
+    uint32_t step = m_params.payload_bytes;
+    for (size_t start = 0; start < bits.size(); start += step)
+    {
+        uint32_t len = static_cast<uint32_t>(std::min<size_t>(step, bits.size() - start));
+        uint8_t flags = start + step >= bits.size() ? dlcp::FLAG_FINAL : 0;
+        SendControl(tmpl.bytes, type, r.src, probe_id, static_cast<uint32_t>(start * 8), flags, bits.data() + start,
+                    len);
+    }
+}
+
+void
+DlcpHost::OnReply(const uint8_t* h, Ptr<Packet> p)
+{
+    uint32_t src = GetField(h, dlcp::OFF_SRC, dlcp::SIZE_SRC);
+    uint32_t msg_id = GetField(h, dlcp::OFF_MSG_ID, dlcp::SIZE_MSG_ID);
+    auto it = m_tx.find(Key(src, msg_id));
+    if (src != m_rank || it == m_tx.end())
+    {
+        m_counters->unknown++;
+        return;
+    }
+    TxMsg& m = *it->second;
+    if (m.stopped)
+    {
+        return;
+    }
+    uint32_t seq = GetField(h, dlcp::OFF_SEQ, dlcp::SIZE_SEQ);
+    uint8_t flags = h[dlcp::OFF_FLAGS];
+    if (PacketTypeOf(h) == dlcp::TYPE_STOP)
+    {
+        if (GetField(h, dlcp::OFF_OFFSET, dlcp::SIZE_OFFSET) != 0 && !(flags & dlcp::FLAG_FINAL))
+        {
+            return; // a later chunk of a STOP's bitmap: the first one already stopped us
+        }
+        m.stopped = true;
+        Simulator::Cancel(m.timer);
+        if (!m.fed_back)
+        {
+            m.fed_back = true;
+            Feedback(0.0);
+        }
+        (*m_records)[m.record].acked = Simulator::Now().GetSeconds();
+        if (m.on_acked)
+        {
+            auto cb = std::move(m.on_acked);
+            m.on_acked = nullptr;
+            cb();
+        }
+        return;
+    }
+    if (seq < m.probe_id || !m.passed)
+    {
+        return; // stale, or not asked for yet: our probe will ask
+    }
+    std::vector<uint8_t> chunk(p->GetSize());
+    p->CopyData(chunk.data(), chunk.size());
+    m.pending.emplace_back(GetField(h, dlcp::OFF_OFFSET, dlcp::SIZE_OFFSET), std::move(chunk));
+    if (!(flags & dlcp::FLAG_FINAL))
+    {
+        return;
+    }
+    const MessageShape& s = m.spec.shape;
+    uint32_t n = s.PktCount();
+    std::vector<uint8_t> have(n, 0);
+    for (auto& [offset, bits] : m.pending)
+    {
+        for (uint32_t i = 0; i < bits.size() * 8 && offset + i < n; ++i)
+        {
+            have[offset + i] = (bits[i / 8] >> (i % 8)) & 1;
+        }
+    }
+    m.pending.clear();
+    std::vector<uint32_t> missing;
+    for (uint32_t i = 0; i < n; ++i)
+    {
+        if (!have[i])
+        {
+            missing.push_back(i);
+        }
+    }
+    if (!m.fed_back)
+    {
+        m.fed_back = true;
+        Feedback(static_cast<double>(missing.size()) / n);
+    }
+    // What to retransmit (host/endpoint.py _choose_retransmit): the missing packets beyond
+    // what the bound may leave out, plus a margin of a quarter, protected classes first.
+    int64_t allowed = s.MaxMissingElems() / s.elems_per_packet;
+    int64_t need = static_cast<int64_t>(missing.size()) - allowed;
+    if (allowed > 0 && need < static_cast<int64_t>(missing.size()))
+    {
+        if (need <= 0)
+        {
+            missing.clear();
+        }
+        else
+        {
+            need = std::min<int64_t>(missing.size(), need + std::max<int64_t>(2, need / 4));
+            std::stable_sort(missing.begin(), missing.end(), [&m](uint32_t a, uint32_t b) {
+                return m.drop_class[a] < m.drop_class[b];
+            });
+            missing.resize(need);
+            std::sort(missing.begin(), missing.end());
+        }
+    }
+    for (uint32_t seq2 : missing)
+    {
+        SendData(m, seq2, true);
+    }
+    m.rto = m_params.initial_rto;
+    Probe(m); // ask what is still missing once these had time to arrive
+}
+
+void
+DlcpHost::Feedback(double loss)
+{
+    if (loss > m_params.decrease_above)
+    {
+        m_rate = std::max(m_params.min_rate, m_rate / 2);
+    }
+    else
+    {
+        m_rate = std::min(m_params.max_rate, m_rate + m_params.increase);
+    }
+}
+
+} // namespace dlcpsim

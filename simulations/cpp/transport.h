@@ -1,0 +1,137 @@
+// DLCP's bounded-loss transport as an ns-3 application (one per host), after the
+// host stack (docs/transport.md): a paced first pass (front layers first), a
+// PROBE after it, BITMAP/STOP answers from the receiver, retransmissions of
+// what the bound does not allow at the top class with RETX, probes again on a
+// doubling timeout, and loss-based AIMD on each message's first-pass verdict.
+// Completion follows the core's rule (message_state.h).
+#pragma once
+
+#include "message_state.h"
+#include "types.h"
+#include "wire.h"
+
+#include "ns3/application.h"
+#include "ns3/event-id.h"
+#include "ns3/inet-socket-address.h"
+#include "ns3/ipv4-address.h"
+#include "ns3/nstime.h"
+#include "ns3/socket.h"
+
+#include <array>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <random>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace dlcpsim
+{
+
+/** One message to send: its identity, shape and marking. */
+struct SendSpec
+{
+    uint32_t msg_id = 0;
+    uint32_t round = 0;
+    uint8_t kind = 0;
+    uint16_t layer = 0;
+    uint8_t priority = 0;
+    uint8_t control_priority = dlcp::CONTROL_PRIORITY;
+    MessageShape shape;
+    std::array<double, dlcp::NUM_DROP_CLASSES> drop_fractions{1.0, 0.0, 0.0, 0.0};
+};
+
+class DlcpHost : public ns3::Application
+{
+  public:
+    static ns3::TypeId GetTypeId();
+    DlcpHost();
+    ~DlcpHost() override;
+
+    void Configure(uint32_t rank,
+                   const TransportParams& params,
+                   const std::vector<ns3::Ipv4Address>* addresses,
+                   std::vector<FlowRecord>* records,
+                   HostCounters* counters,
+                   uint64_t seed);
+
+    /** Send a message to host `dst` now; `on_acked` runs when the sender hears STOP. */
+    void Send(uint32_t record, uint32_t dst, const SendSpec& spec, std::function<void()> on_acked);
+    /** Expect a message from host `src`; `on_complete` runs when it completes here. */
+    void Expect(uint32_t record, uint32_t src, uint32_t msg_id, const MessageShape& shape,
+                std::function<void()> on_complete);
+
+    double Rate() const
+    {
+        return m_rate;
+    }
+
+  private:
+    struct TxMsg
+    {
+        uint32_t record = 0;
+        uint32_t dst = 0;
+        SendSpec spec;
+        uint8_t hdr[dlcp::HEADER_SIZE] = {};
+        std::vector<uint8_t> drop_class;
+        uint32_t next_seq = 0;
+        bool passed = false;
+        bool stopped = false;
+        bool fed_back = false;
+        uint32_t probe_id = 0;
+        double rto = 0;
+        ns3::EventId timer;
+        std::vector<std::pair<uint32_t, std::vector<uint8_t>>> pending; // BITMAP chunks
+        std::function<void()> on_acked;
+    };
+
+    struct RxMsg
+    {
+        uint32_t record = 0;
+        uint32_t src = 0;
+        MessageState state;
+        std::function<void()> on_complete;
+    };
+
+    void StartApplication() override;
+    void StopApplication() override;
+    void TxLoop();
+    void Kick();
+    void SendData(TxMsg& m, uint32_t seq, bool retx);
+    void SendControl(const uint8_t* tmpl, uint8_t type, uint32_t dst, uint32_t seq, uint32_t offset,
+                     uint8_t flags, const uint8_t* payload, uint32_t len);
+    void Probe(TxMsg& m);
+    void OnTimer(uint64_t key);
+    void OnReceive(ns3::Ptr<ns3::Socket> socket);
+    void OnData(const uint8_t* h, bool trimmed);
+    void OnProbe(const uint8_t* h);
+    void OnReply(const uint8_t* h, ns3::Ptr<ns3::Packet> p);
+    void Complete(RxMsg& r, uint32_t probe_id);
+    void SendBitmap(RxMsg& r, uint8_t type, uint32_t probe_id);
+    void Feedback(double loss);
+    void Charge(uint32_t wire_bytes);
+
+    static uint64_t Key(uint32_t rank, uint32_t msg_id)
+    {
+        return (static_cast<uint64_t>(rank) << 32) | msg_id;
+    }
+
+    uint32_t m_rank = 0;
+    TransportParams m_params;
+    const std::vector<ns3::Ipv4Address>* m_addresses = nullptr;
+    std::vector<FlowRecord>* m_records = nullptr;
+    HostCounters* m_counters = nullptr;
+    ns3::Ptr<ns3::Socket> m_socket;
+    std::mt19937_64 m_rng;
+
+    std::unordered_map<uint64_t, std::unique_ptr<TxMsg>> m_tx;   // by (own rank, msg_id)
+    std::array<std::deque<uint64_t>, dlcp::NUM_PRIORITY_CLASSES> m_firstPass; // FIFO per priority
+    std::unordered_map<uint64_t, std::unique_ptr<RxMsg>> m_rx;   // by (src rank, msg_id)
+
+    double m_rate = 0;
+    ns3::Time m_nextTx;
+    bool m_txScheduled = false;
+};
+
+} // namespace dlcpsim

@@ -1,0 +1,64 @@
+// Plain types shared by the ns-3 components and the Python-facing API (no ns-3 headers here).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace dlcpsim
+{
+
+enum class Transport : uint8_t
+{
+    DLCP = 0,
+    TCP = 1,
+};
+
+struct FlowRecord
+{
+    uint32_t id = 0;
+    uint8_t transport = 0;   // Transport
+    uint32_t tag = 0;        // what the workload says it is (gradient, background, ...)
+    uint32_t src = 0;        // host index
+    uint32_t dst = 0;        // host index
+    uint64_t bytes = 0;
+    double start = -1.0;     // seconds: when the sender was handed the message
+    double end = -1.0;       // when the receiver completed it (-1: never)
+    double acked = -1.0;     // DLCP: when the sender heard STOP
+    uint64_t lost_elems = 0; // DLCP: elements accepted as lost at completion
+    uint64_t elems = 0;
+    uint32_t packets = 0;    // DLCP: packets in the message
+    uint32_t retx = 0;       // DLCP: packets retransmitted
+    uint32_t probes = 0;
+    uint32_t trimmed = 0;    // DLCP: TRIMMED headers the receiver got
+};
+
+/** Counters summed over every DLCP host. */
+struct HostCounters
+{
+    uint64_t data_sent = 0;     // DATA packets handed to the network (first pass + retransmissions)
+    uint64_t control_sent = 0;  // PROBE, BITMAP, STOP
+    uint64_t data_received = 0; // DATA packets arriving at receivers (any verdict)
+    uint64_t trimmed_received = 0;
+    uint64_t control_received = 0;
+    uint64_t duplicates = 0;
+    uint64_t late = 0;
+    uint64_t unknown = 0;
+};
+
+/** DLCP transport settings of every host (docs/transport.md; scenario [dlcp.transport]). */
+struct TransportParams
+{
+    uint32_t payload_bytes = 8192;
+    uint32_t elem_size = 4;
+    uint16_t job_id = 1;
+    uint32_t token = 0x5eed;
+    double max_rate = 12.5e9; // bytes/s
+    double min_rate = 12.5e6;
+    double increase = 125e6;
+    double decrease_above = 0.02;
+    double initial_rto = 1e-3;
+    double max_rto = 20e-3;
+    uint32_t wire_overhead = 0; // bytes added below UDP per packet (IPv4 + link)
+};
+
+} // namespace dlcpsim

@@ -1,0 +1,307 @@
+"""Run a scenario: build the fabric in the simulator, add the traffic, run, summarise.
+
+ns-3's simulator is a process-wide singleton, so every run gets a process of its
+own: :func:`run` starts ``python -m dlcp.simulations.child`` with the scenario
+table on stdin and reads the summary (JSON) from its stdout. Sweeps call
+:func:`run` from local threads, or as tasks on a Dask cluster when given its
+address; each task still runs its simulation in a fresh process, so both paths
+are the same code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from dlcp.p4 import sizes
+from dlcp.protocol import NUM_PRIORITY_CLASSES, UDP_PORT, PacketType
+from dlcp.simulations import engine, scenario, workloads
+from dlcp.simulations.scenario import Scenario, ScenarioError
+
+log = logging.getLogger(__name__)
+
+WIRE_OVERHEAD = 20 + 2
+"""Bytes below UDP per packet: IPv4 header and ns-3's point-to-point (PPP) header."""
+BASE_MB = 260.0
+"""Memory of a process with the simulator loaded and an empty fabric (measured: about 215 MB)."""
+
+
+class MemoryRefused(RuntimeError):
+    """The simulation would not fit in this machine's memory."""
+
+
+def estimate_memory_mb(s: Scenario, traffic: workloads.Traffic, nodes: int, links: int) -> float:
+    """A coarse, deliberately high estimate of a run's peak memory (docs/simulations.md).
+
+    Calibrated on this machine: an empty fabric costs about 215 MB; a 4-worker ResNet-50
+    PS run peaked at 498 MB. Every packet a message or job iteration puts in flight is
+    charged 1 KB (packet metadata, headers, events), every buffered switch packet 1.5 KB.
+    """
+    payload = s.dlcp.transport.payload_bytes
+    ports = 2 * links
+    buffered = ports * s.switch.buffer_packets * 1.5e-3
+    per_node = nodes * 0.06 + ports * 0.03
+    msgs = sum(m.bytes for m in traffic.messages) / payload * 1e-3 + len(traffic.messages) * 0.01
+    jobs = sum(sum(j.layer_bytes) * len(j.workers) * 2 / payload * 1e-3 for j in traffic.jobs)
+    return BASE_MB + buffered + per_node + msgs + jobs
+
+
+def available_mb() -> float:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("inf")
+
+
+def _install_tables(sim: Any, s: Scenario, ns: Any) -> None:
+    """The controller's entries on every DLCP switch: data classes are drop-eligible by class."""
+    policy = s.dlcp.policy
+    action = 2 if s.switch.congestion_action == "trim" else 1
+    any_ = (0, 0)
+    for prio in range(policy.data_classes):
+        vm = [*any_, int(PacketType.DATA), 0xF, prio, 0xFF, *any_, *any_]
+        sim.AddClassRule(10, vm, 1, prio)  # mark_drop_eligible, queue = its class
+        for drop_class, threshold in enumerate(s.switch.drop_thresholds, start=1):
+            sim.SetDlcpThreshold(prio, drop_class, action, threshold)
+    if s.dlcp.transport.port != UDP_PORT:
+        sim.AddDlcpPort(s.dlcp.transport.port)
+
+
+def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]:
+    """Run one scenario in this process (once per process: ns-3's simulator is global)."""
+    wall0 = time.monotonic()
+    fabric = s.topology.fabric()
+    host_bps = s.topology.host_gbps * 1e9
+    traffic = workloads.generate(s.workload, fabric.hosts, host_bps, s.baseline, s.dlcp.policy, s.seed)
+    est = estimate_memory_mb(s, traffic, fabric.nodes, len(fabric.links))
+    limit = available_mb() * 0.8 if refuse_over_mb is None else refuse_over_mb
+    if est > limit:
+        raise MemoryRefused(
+            f"scenario {s.name!r} needs about {est:.0f} MB by estimate, over the {limit:.0f} MB this machine can give"
+            " (80% of MemAvailable); make it smaller (hosts, buffer_packets, workload sizes)"
+        )
+    ns = engine.load()
+    sim = ns.Simulation(s.seed)
+    for n in range(fabric.nodes):
+        sim.AddNode(fabric.is_host(n))
+    for link in fabric.links:
+        sim.AddLink(link.a, link.b, link.rate_bps, link.delay_s)
+    sim.SetMtu(s.topology.mtu)
+    queue = {"dlcp": "dlcp", "dctcp": "red_ecn", "tcp": "fifo"}[s.baseline]
+    sim.SetSwitchQueue(queue, s.switch.buffer_packets, s.switch.ecn_threshold_packets if s.baseline != "tcp" else 0)
+    sim.SetRouting(s.routing)
+    tp = ns.TransportParams()
+    tp.payload_bytes = s.dlcp.transport.payload_bytes
+    tp.job_id = s.dlcp.job.id
+    tp.max_rate = host_bps / 8
+    # AIMD in the same proportions as host/pacing.py's defaults at 100 Gbit/s.
+    tp.min_rate = tp.max_rate / 1000
+    tp.increase = tp.max_rate / 100
+    tp.wire_overhead = WIRE_OVERHEAD
+    sim.SetTransport(tp)
+    mss = s.topology.mtu - 20 - 20 - 12  # IPv4, TCP and the timestamp option
+    sim.SetTcp("newreno" if s.baseline == "tcp" else "dctcp", s.tcp.min_rto_us * 1e-6, mss, s.tcp.buffer_bytes)
+    _install_tables(sim, s, ns)
+    sim.Build()
+    if s.routing == "dlcp":
+        _install_routes(sim, fabric)
+    ids: list[tuple[int, str]] = []
+    for m in traffic.messages:
+        meta = ns.MessageMeta()
+        meta.transport, meta.kind, meta.layer, meta.priority = m.transport, m.kind, m.layer, m.priority
+        meta.loss_bound = m.loss_bound
+        meta.drop_fractions = list(m.drop_fractions)
+        ids.append((sim.AddMessage(m.src, m.dst, m.start_s, m.bytes, meta, traffic.tag_id(m.tag)), m.tag))
+    for job in traffic.jobs:
+        spec = ns.JobSpec()
+        spec.mode, spec.transport, spec.iterations, spec.start = job.mode, job.transport, job.iterations, job.start_s
+        spec.tag = traffic.tag_id(job.tag)
+        spec.workers, spec.servers = list(job.workers), list(job.servers)
+        spec.layer_bytes, spec.forward_s, spec.backward_s = (
+            list(job.layer_bytes),
+            list(job.forward_s),
+            list(job.backward_s),
+        )
+        spec.priority, spec.push_bound, spec.pull_bound = list(job.priority), list(job.push_bound), list(job.pull_bound)
+        spec.push_drop_fractions, spec.pull_drop_fractions = (
+            list(job.push_drop_fractions),
+            list(job.pull_drop_fractions),
+        )
+        sim.AddJob(spec)
+    build_s = time.monotonic() - wall0
+    t0 = time.monotonic()
+    sim.Run(s.stop_s)
+    run_s = time.monotonic() - t0
+    out = summarise(s, sim, traffic, len(traffic.jobs))
+    sw = out["counters"]
+    out["perf"] = {
+        "build_s": round(build_s, 3),
+        "wall_s": round(run_s, 3),
+        "events": int(sim.Events()),
+        "packets": sw["host_rx_packets"],
+        "packet_hops": sw["switch_forwarded"],
+        "packets_per_s": round(sw["host_rx_packets"] / run_s) if run_s > 0 else 0,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "memory_estimate_mb": round(est),
+    }
+    return out
+
+
+def _install_routes(sim: Any, fabric: Any) -> None:
+    table = fabric.next_hops()
+    adj = fabric.neighbours()
+    for h in range(fabric.hosts):
+        sim.SetGroup(h, 0, [adj[h][0]])
+        sim.SetDefaultGroup(h, 0)
+    for node in range(fabric.hosts, fabric.nodes):
+        groups: dict[tuple[int, ...], int] = {}
+        host_gid = [-1] * fabric.hosts
+        for dst, hops in table[node].items():
+            host_gid[dst] = groups.setdefault(hops, len(groups))
+        for hops, gid in groups.items():
+            sim.SetGroup(node, gid, list(hops))
+        sim.SetHostGroups(node, host_gid)
+
+
+def _pct(x: np.ndarray, q: float) -> float:
+    return float(np.percentile(x, q)) if x.size else float("nan")
+
+
+def summarise(s: Scenario, sim: Any, traffic: workloads.Traffic, njobs: int) -> dict[str, Any]:
+    n = int(sim.NumRecords())
+    fields = ("tag", "transport", "bytes", "start", "end", "lost_elems", "elems", "packets", "retx", "trimmed")
+    rec = {f: np.empty(n) for f in fields}
+    for i in range(n):
+        r = sim.Record(i)
+        for f in fields:
+            rec[f][i] = getattr(r, f)
+    flows: dict[str, Any] = {}
+    for tid, tag in enumerate(traffic.tags):
+        sel = rec["tag"] == tid
+        done = sel & (rec["end"] >= 0)
+        fct = (rec["end"] - rec["start"])[done]
+        elems = rec["elems"][sel]
+        flows[tag] = {
+            "count": int(sel.sum()),
+            "completed": int(done.sum()),
+            "bytes": int(rec["bytes"][sel].sum()),
+            "fct_mean_s": float(fct.mean()) if fct.size else float("nan"),
+            "fct_p50_s": _pct(fct, 50),
+            "fct_p99_s": _pct(fct, 99),
+            "fct_max_s": float(fct.max()) if fct.size else float("nan"),
+            "loss_fraction": float(rec["lost_elems"][sel].sum() / elems.sum()) if elems.sum() else 0.0,
+            "retransmitted_packets": int(rec["retx"][sel].sum()),
+            "trimmed_packets": int(rec["trimmed"][sel].sum()),
+        }
+    jobs = []
+    for j in range(njobs):
+        ends = list(sim.JobIterationEnds(j))
+        start = traffic.jobs[j].start_s
+        prev = [start, *ends[:-1]]
+        times = [e - p if e >= 0 and p >= 0 else float("nan") for e, p in zip(ends, prev, strict=True)]
+        jobs.append({"tag": traffic.jobs[j].tag, "iteration_ends_s": ends, "iteration_s": times})
+    h = sim.Hosts()
+    sw = sim.Switches()
+    per_class = {
+        name: [int(v) for v in getattr(sw, name)] for name in ("forwarded", "dropped", "trimmed", "overflow", "marked")
+    }
+    if len(per_class["forwarded"]) != NUM_PRIORITY_CLASSES:
+        raise RuntimeError("the simulator's class count differs from dlcp.protocol's (stale library?)")
+    counters: dict[str, Any] = {
+        "dlcp_data_sent": int(h.data_sent),
+        "dlcp_data_received": int(h.data_received),
+        "dlcp_trimmed_received": int(h.trimmed_received),
+        "dlcp_control_sent": int(h.control_sent),
+        "dlcp_control_received": int(h.control_received),
+        "dlcp_duplicates": int(h.duplicates),
+        "dlcp_late": int(h.late),
+        "qdisc_received": int(sw.qdisc_received),
+        "qdisc_dropped": int(sw.qdisc_dropped),
+        "qdisc_sent": int(sw.qdisc_sent),
+        "switch_forwarded": int(sw.switch_forwarded),
+        "host_rx_packets": int(sw.host_rx_packets),
+        "route_lookups": int(sw.route_lookups),
+        "per_class": per_class,
+    }
+    return {
+        "scenario": s.name,
+        "baseline": s.baseline,
+        "seed": s.seed,
+        "hosts": s.topology.fabric().hosts,
+        "sim_time_s": float(sim.Now()),
+        "flows": flows,
+        "jobs": jobs,
+        "counters": counters,
+        "trim_queue": sizes.TRIM_QUEUE,
+    }
+
+
+def run(table: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
+    """Run one scenario (its TOML table) in a fresh process; returns its summary.
+
+    The table is validated here first, so a bad scenario fails before any process starts.
+    """
+    scenario.from_table(table)
+    env = dict(os.environ)
+    proc = subprocess.run(
+        [sys.executable, "-P", "-m", "dlcp.simulations.child"],  # -P: never import from the cwd
+        input=json.dumps(table),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=env,
+        check=False,
+    )
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1:] or ["(no output)"]
+        if proc.returncode == 3:
+            raise MemoryRefused(tail[0])
+        raise RuntimeError(f"simulation {table.get('name', '?')!r} failed: {proc.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def sweep(
+    tables: Iterable[dict[str, Any]],
+    parallel: int = 1,
+    address: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Run many scenarios: local processes (``parallel`` at a time), or a Dask cluster at ``address``."""
+    todo = list(tables)
+    for t in todo:
+        scenario.from_table(t)  # refuse a bad sweep before anything starts
+    results: list[dict[str, Any]] = [{} for _ in todo]
+    if address:
+        try:
+            from distributed import Client, as_completed
+        except ImportError:
+            raise ScenarioError("--address needs Dask's `distributed` (pip install distributed)") from None
+        with Client(address) as client:
+            futures = {client.submit(run, t, pure=False): i for i, t in enumerate(todo)}
+            for done, fut in enumerate(as_completed(futures), start=1):
+                results[futures[fut]] = fut.result()
+                if progress:
+                    progress(done, len(todo))
+        return results
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        futs = [pool.submit(run, t) for t in todo]
+        for i, f in enumerate(futs):
+            results[i] = f.result()
+            if progress:
+                progress(i + 1, len(todo))
+    return results

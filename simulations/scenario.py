@@ -1,0 +1,300 @@
+"""Scenario files: TOML loaded into validated dataclasses, refused before anything runs.
+
+A scenario describes one simulation::
+
+    name = "incast"
+    seed = 1
+    baseline = "dlcp"          # dlcp | dctcp | tcp
+    routing = "dlcp"           # dlcp | global (ns-3's global routing)
+    stop_s = 0.05              # simulated-time limit
+
+    [topology]                 # leaf_spine | fat_tree | star
+    kind = "leaf_spine"
+    leaves = 2
+    spines = 2
+    hosts_per_leaf = 8
+    host_gbps = 100.0
+    fabric_gbps = 100.0
+    delay_us = 1.0
+    mtu = 9000
+
+    [switch]
+    buffer_packets = 256
+    ecn_threshold_packets = 32
+    congestion_action = "drop"   # drop | trim
+    drop_thresholds = [32, 16, 8]  # drop classes 1..3
+
+    [dlcp]                     # a DLCP job file's tables: policy, transport (docs/configuration.md)
+    [dlcp.transport]
+    payload_bytes = 8192
+
+    [[workload]]
+    type = "incast"            # incast | background | ps | ring | permutation
+    ...
+
+Errors name the field by its path (``workload[1].load``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from dlcp.config import DLCPConfig, from_dict
+from dlcp.simulations import models, topology
+
+BASELINES = ("dlcp", "dctcp", "tcp")
+"""Implemented baselines. Planned (docs/simulations.md): pFabric, tensor-level priority, DLCP ablations."""
+DISTRIBUTIONS = ("websearch", "datamining")
+
+
+class ScenarioError(ValueError):
+    """A scenario value is missing, of the wrong type, or out of range; the message names the field."""
+
+
+@dataclass(frozen=True)
+class TopologySpec:
+    kind: Literal["leaf_spine", "fat_tree", "star"] = "leaf_spine"
+    leaves: int = 2
+    spines: int = 2
+    hosts_per_leaf: int = 8
+    hosts: int = 8
+    """star only."""
+    k: int = 4
+    """fat_tree only."""
+    host_gbps: float = 100.0
+    fabric_gbps: float = 100.0
+    delay_us: float = 1.0
+    mtu: int = 9000
+
+    def fabric(self) -> topology.Fabric:
+        d = self.delay_us * 1e-6
+        if self.kind == "leaf_spine":
+            f = topology.leaf_spine(self.leaves, self.spines, self.hosts_per_leaf, self.host_gbps, self.fabric_gbps, d)
+        elif self.kind == "fat_tree":
+            f = topology.fat_tree(self.k, self.host_gbps, d)
+        else:
+            f = topology.star(self.hosts, self.host_gbps, d)
+        f.check()
+        return f
+
+
+@dataclass(frozen=True)
+class SwitchSpec:
+    buffer_packets: int = 256
+    ecn_threshold_packets: int = 32
+    """DCTCP's K: marking threshold for ECN-capable packets (DCTCP baseline, and TCP background under DLCP)."""
+    congestion_action: Literal["drop", "trim"] = "drop"
+    drop_thresholds: tuple[int, ...] = (32, 16, 8)
+    """Queue occupancy (packets) above which drop classes 1, 2, 3 are dropped or trimmed."""
+
+
+@dataclass(frozen=True)
+class TcpSpec:
+    min_rto_us: float = 1000.0
+    buffer_bytes: int = 4 << 20
+
+
+@dataclass(frozen=True)
+class Workload:
+    type: Literal["incast", "background", "ps", "ring", "permutation"]
+    tag: str = ""
+    start_us: float = 0.0
+    # incast / permutation
+    senders: int = 0
+    receiver: int = -1
+    bytes: int = 0
+    rounds: int = 1
+    gap_us: float = 0.0
+    kind: Literal["push", "pull", "reduce_scatter", "all_gather"] = "push"
+    layer: int = 0
+    num_layers: int = 1
+    # background
+    distribution: str = "websearch"
+    load: float = 0.0
+    duration_us: float = 0.0
+    max_flow_bytes: int = 0
+    # ps / ring
+    model: str = ""
+    workers: int = 0
+    servers: int = 1
+    iterations: int = 1
+    bucket_bytes: int = 0
+    gpu_tflops: float = 100.0
+    batch: int = 32
+    first_host: int = 0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str = "scenario"
+    seed: int = 1
+    baseline: str = "dlcp"
+    stop_s: float = 1.0
+    routing: Literal["dlcp", "global"] = "dlcp"
+    """dlcp: O(1) next hops with per-packet spraying; global: ns-3's own global routing (random ECMP)."""
+    topology: TopologySpec = field(default_factory=TopologySpec)
+    switch: SwitchSpec = field(default_factory=SwitchSpec)
+    tcp: TcpSpec = field(default_factory=TcpSpec)
+    dlcp: DLCPConfig = field(default_factory=DLCPConfig)
+    workload: tuple[Workload, ...] = ()
+
+    def with_baseline(self, baseline: str) -> Scenario:
+        return validate(dataclasses.replace(self, baseline=baseline))
+
+
+def load(path: str | Path, **overrides: Any) -> Scenario:
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise ScenarioError(f"{p}: no such scenario file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{p}: invalid TOML: {exc}") from None
+    data.update(overrides)
+    try:
+        return from_table(data)
+    except ScenarioError as exc:
+        raise ScenarioError(f"{p}: {exc}") from None
+
+
+def from_table(data: dict[str, Any]) -> Scenario:
+    data = dict(data)
+    known = {f.name for f in dataclasses.fields(Scenario)}
+    unknown = set(data) - known
+    if unknown:
+        raise ScenarioError(f"unknown field(s) {', '.join(sorted(unknown))}")
+    try:
+        dlcp_cfg = from_dict(data.pop("dlcp", {}))
+    except ValueError as exc:
+        raise ScenarioError(f"dlcp: {exc}") from None
+    loads = data.pop("workload", [])
+    if not isinstance(loads, list):
+        raise ScenarioError("workload: expected an array of tables ([[workload]])")
+    kwargs: dict[str, Any] = {"dlcp": dlcp_cfg}
+    for name, cls in (("topology", TopologySpec), ("switch", SwitchSpec), ("tcp", TcpSpec)):
+        kwargs[name] = _table(cls, data.pop(name, {}), name)
+    kwargs["workload"] = tuple(_table(Workload, w, f"workload[{i}]") for i, w in enumerate(loads))
+    for name, value in data.items():
+        kwargs[name] = _scalar(Scenario, name, value, name)
+    return validate(Scenario(**kwargs))
+
+
+def _table(cls: type, table: Any, path: str) -> Any:
+    if not isinstance(table, dict):
+        raise ScenarioError(f"{path}: expected a table")
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(table) - names
+    if unknown:
+        raise ScenarioError(f"unknown field(s) {', '.join(f'{path}.{u}' for u in sorted(unknown))}")
+    if cls is Workload and "type" not in table:
+        raise ScenarioError(f"{path}.type: missing (incast, background, ps, ring or permutation)")
+    return cls(**{k: _scalar(cls, k, v, f"{path}.{k}") for k, v in table.items()})
+
+
+def _scalar(cls: type, name: str, value: Any, path: str) -> Any:
+    default = {f.name: f for f in dataclasses.fields(cls)}[name]
+    hint = str(default.type)
+    if hint.startswith("Literal"):
+        allowed = [a.strip().strip("'\"") for a in hint[len("Literal[") : -1].split(",")]
+        if value not in allowed:
+            raise ScenarioError(f"{path}: must be one of {', '.join(allowed)}, got {value!r}")
+        return value
+    if hint == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ScenarioError(f"{path}: expected an integer, got {value!r}")
+        return value
+    if hint == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ScenarioError(f"{path}: expected a number, got {value!r}")
+        return float(value)
+    if hint == "str":
+        if not isinstance(value, str):
+            raise ScenarioError(f"{path}: expected a string, got {value!r}")
+        return value
+    if hint.startswith("tuple"):
+        if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise ScenarioError(f"{path}: expected an array of integers, got {value!r}")
+        return tuple(value)
+    raise ScenarioError(f"{path}: cannot be set in a scenario file")
+
+
+def _positive(path: str, value: float, allow_zero: bool = False) -> None:
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ScenarioError(f"{path}: must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+
+
+def validate(s: Scenario) -> Scenario:
+    """Check every cross-field rule; returns the scenario or raises ScenarioError naming the field."""
+    if s.baseline not in BASELINES:
+        raise ScenarioError(f"baseline: unknown baseline {s.baseline!r} (implemented: {', '.join(BASELINES)})")
+    _positive("stop_s", s.stop_s)
+    t = s.topology
+    for name in ("host_gbps", "fabric_gbps"):
+        _positive(f"topology.{name}", getattr(t, name))
+    _positive("topology.delay_us", t.delay_us, allow_zero=True)
+    for name in ("leaves", "spines", "hosts_per_leaf", "hosts", "k"):
+        _positive(f"topology.{name}", getattr(t, name))
+    payload = s.dlcp.transport.payload_bytes
+    if t.mtu < payload + 40 + 8 + 20 or t.mtu > 65535:
+        raise ScenarioError(
+            f"topology.mtu: {t.mtu} cannot carry dlcp.transport.payload_bytes = {payload} plus 68 header bytes"
+        )
+    try:
+        fabric = t.fabric()
+    except topology.TopologyError as exc:
+        raise ScenarioError(str(exc)) from None
+    sw = s.switch
+    _positive("switch.buffer_packets", sw.buffer_packets)
+    _positive("switch.ecn_threshold_packets", sw.ecn_threshold_packets, allow_zero=True)
+    if len(sw.drop_thresholds) > 3 or any(v < 0 for v in sw.drop_thresholds):
+        raise ScenarioError(
+            f"switch.drop_thresholds: up to 3 non-negative values (classes 1..3), got {sw.drop_thresholds}"
+        )
+    _positive("tcp.min_rto_us", s.tcp.min_rto_us)
+    _positive("tcp.buffer_bytes", s.tcp.buffer_bytes)
+    if not s.workload:
+        raise ScenarioError("workload: a scenario needs at least one [[workload]]")
+    for i, w in enumerate(s.workload):
+        _check_workload(w, f"workload[{i}]", fabric.hosts)
+    return s
+
+
+def _check_workload(w: Workload, path: str, hosts: int) -> None:
+    _positive(f"{path}.start_us", w.start_us, allow_zero=True)
+    if w.type in ("incast", "permutation"):
+        _positive(f"{path}.bytes", w.bytes)
+        _positive(f"{path}.rounds", w.rounds)
+        _positive(f"{path}.gap_us", w.gap_us, allow_zero=True)
+        if w.type == "incast" and not 1 <= w.senders < hosts:
+            raise ScenarioError(f"{path}.senders: must be in 1..{hosts - 1} (the fabric has {hosts} hosts)")
+        if w.receiver >= hosts:
+            raise ScenarioError(f"{path}.receiver: host {w.receiver} does not exist (0..{hosts - 1})")
+        if not 0 <= w.layer < w.num_layers:
+            raise ScenarioError(f"{path}.layer: must be in 0..num_layers-1, got {w.layer}")
+    elif w.type == "background":
+        if w.distribution not in DISTRIBUTIONS:
+            raise ScenarioError(f"{path}.distribution: unknown {w.distribution!r} (known: {', '.join(DISTRIBUTIONS)})")
+        if not 0 < w.load < 1:
+            raise ScenarioError(f"{path}.load: must be a fraction of the host link rate in (0, 1), got {w.load}")
+        _positive(f"{path}.duration_us", w.duration_us)
+        _positive(f"{path}.max_flow_bytes", w.max_flow_bytes, allow_zero=True)
+    else:
+        if w.model not in models.MODELS:
+            raise ScenarioError(f"{path}.model: unknown model {w.model!r} (known: {', '.join(sorted(models.MODELS))})")
+        need = w.workers + (w.servers if w.type == "ps" else 0)
+        if w.workers < 2 or w.first_host < 0 or w.first_host + need > hosts:
+            raise ScenarioError(
+                f"{path}.workers: {w.workers} workers"
+                + (f" and {w.servers} servers" if w.type == "ps" else "")
+                + f" from host {w.first_host} do not fit the fabric's {hosts} hosts (and need >= 2 workers)"
+            )
+        if w.type == "ps":
+            _positive(f"{path}.servers", w.servers)
+        _positive(f"{path}.iterations", w.iterations)
+        _positive(f"{path}.bucket_bytes", w.bucket_bytes, allow_zero=True)
+        _positive(f"{path}.gpu_tflops", w.gpu_tflops)
+        _positive(f"{path}.batch", w.batch)

@@ -1,0 +1,203 @@
+"""Traffic as plain data: messages and training jobs a scenario asks for, drawn with a seeded RNG.
+
+Background flow sizes follow the standard datacenter distributions: web search
+(DCTCP, Alizadeh et al. 2010) and data mining (VL2, Greenberg et al. 2009), as
+CDFs of flow size in bytes (the tables the HPCC and Opera simulators use).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dlcp.policy import Policy
+from dlcp.protocol import MessageKind
+from dlcp.simulations import models
+from dlcp.simulations.scenario import Workload
+
+CDFS: dict[str, tuple[tuple[float, float], ...]] = {
+    # (flow size in bytes, cumulative fraction)
+    "websearch": (
+        (0, 0.0), (10_000, 0.15), (20_000, 0.20), (30_000, 0.30), (50_000, 0.40), (80_000, 0.53),
+        (200_000, 0.60), (1_000_000, 0.70), (2_000_000, 0.80), (5_000_000, 0.90), (10_000_000, 0.97),
+        (30_000_000, 1.0),
+    ),
+    "datamining": (
+        (100, 0.0), (180, 0.085), (250, 0.14), (560, 0.33), (900, 0.47), (1_100, 0.55), (1_870, 0.65),
+        (3_160, 0.70), (10_000, 0.80), (100_001, 0.874), (400_000, 0.90), (1_850_000, 0.95),
+        (10_000_000, 0.97), (30_000_000, 0.98), (100_000_000, 0.99), (250_000_000, 0.995), (1_000_000_000, 1.0),
+    ),
+}  # fmt: skip
+
+TCP, DLCP = 1, 0
+
+
+@dataclass(frozen=True)
+class Message:
+    src: int
+    dst: int
+    start_s: float
+    bytes: int
+    transport: int
+    tag: str
+    kind: int = 0
+    layer: int = 0
+    priority: int = 0
+    loss_bound: float = 0.0
+    drop_fractions: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class Job:
+    mode: int  # 0 PS, 1 ring
+    transport: int
+    tag: str
+    workers: tuple[int, ...]
+    servers: tuple[int, ...]
+    layer_bytes: tuple[int, ...]
+    forward_s: tuple[float, ...]
+    backward_s: tuple[float, ...]
+    priority: tuple[int, ...]
+    push_bound: tuple[float, ...]
+    pull_bound: tuple[float, ...]
+    push_drop_fractions: tuple[float, ...]
+    pull_drop_fractions: tuple[float, ...]
+    iterations: int
+    start_s: float
+
+
+@dataclass
+class Traffic:
+    messages: list[Message] = field(default_factory=list)
+    jobs: list[Job] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+
+    def tag_id(self, tag: str) -> int:
+        if tag not in self.tags:
+            self.tags.append(tag)
+        return self.tags.index(tag)
+
+
+def drop_fractions(policy: Policy, kind: MessageKind) -> tuple[float, ...]:
+    """Fractions of a message's packets in drop classes 0..3 under the policy's quantile cuts."""
+    cuts = policy.kinds[kind].drop_quantiles
+    out = [0.0, 0.0, 0.0, 0.0]
+    prev = 0.0
+    for i, c in enumerate(cuts):  # below the first cut: the highest class
+        out[len(cuts) - i] = c - prev
+        prev = c
+    out[0] = 1.0 - prev
+    return tuple(out)
+
+
+def sample_sizes(dist: str, n: int, rng: np.random.Generator, cap: int = 0) -> np.ndarray:
+    """Flow sizes drawn from a CDF by inverse transform (linear between points), capped if ``cap``."""
+    pts = np.array(CDFS[dist], dtype=np.float64)
+    sizes = np.interp(rng.random(n), pts[:, 1], pts[:, 0])
+    sizes = np.maximum(np.ceil(sizes), 1)
+    if cap:
+        sizes = np.minimum(sizes, cap)
+    return sizes.astype(np.int64)
+
+
+def mean_size(dist: str, cap: int = 0) -> float:
+    return float(sample_sizes(dist, 200_000, np.random.default_rng(0), cap).mean())
+
+
+def generate(
+    workloads: tuple[Workload, ...],
+    hosts: int,
+    host_bps: float,
+    baseline: str,
+    policy: Policy,
+    seed: int,
+) -> Traffic:
+    rng = np.random.default_rng(seed)
+    traffic = Traffic()
+    gradient_transport = DLCP if baseline == "dlcp" else TCP
+    for w in workloads:
+        start = w.start_us * 1e-6
+        if w.type in ("incast", "permutation"):
+            kind = MessageKind[w.kind.upper()]
+            prio = int(policy.priority_of_layers(w.layer, w.num_layers))
+            meta = dict(
+                transport=gradient_transport,
+                tag=w.tag or "gradient",
+                kind=int(kind),
+                layer=w.layer,
+                priority=prio,
+                loss_bound=policy.loss_bound(kind, w.layer),
+                drop_fractions=drop_fractions(policy, kind),
+            )
+            for r in range(w.rounds):
+                t = start + r * w.gap_us * 1e-6
+                if w.type == "incast":
+                    dst = w.receiver if w.receiver >= 0 else hosts - 1
+                    others = [h for h in range(hosts) if h != dst]
+                    for src in rng.choice(others, size=w.senders, replace=False):
+                        traffic.messages.append(Message(int(src), dst, t, w.bytes, **meta))  # type: ignore[arg-type]
+                else:
+                    perm = rng.permutation(hosts)
+                    while np.any(perm == np.arange(hosts)):
+                        perm = rng.permutation(hosts)
+                    for src in range(hosts):
+                        traffic.messages.append(Message(src, int(perm[src]), t, w.bytes, **meta))  # type: ignore[arg-type]
+        elif w.type == "background":
+            # Poisson arrivals per host at `load` of its link, to uniformly random other hosts.
+            rate = w.load * host_bps / 8 / mean_size(w.distribution, w.max_flow_bytes)
+            end = start + w.duration_us * 1e-6
+            for src in range(hosts):
+                t = start + rng.exponential(1 / rate)
+                while t < end:
+                    dst = int(rng.integers(hosts - 1))
+                    dst += dst >= src
+                    size = int(sample_sizes(w.distribution, 1, rng, w.max_flow_bytes)[0])
+                    traffic.messages.append(Message(src, dst, t, size, TCP, w.tag or "background"))
+                    t += rng.exponential(1 / rate)
+        else:
+            traffic.jobs.append(_job(w, gradient_transport, policy, start))
+    traffic.messages.sort(key=lambda m: m.start_s)
+    return traffic
+
+
+def buckets(model: str, bucket_bytes: int) -> list[tuple[int, float]]:
+    """(bytes, forward FLOPs per sample) per bucket of consecutive layers, forward order (fp32 gradients)."""
+    out: list[tuple[int, float]] = []
+    cur_b, cur_f = 0, 0.0
+    for layer in models.layers(model):
+        cur_b += layer.params * 4
+        cur_f += layer.flops
+        if cur_b >= bucket_bytes:
+            out.append((cur_b, cur_f))
+            cur_b, cur_f = 0, 0.0
+    if cur_b:
+        out.append((cur_b, cur_f))
+    return out
+
+
+def _job(w: Workload, transport: int, policy: Policy, start: float) -> Job:
+    parts = buckets(w.model, w.bucket_bytes)
+    n = len(parts)
+    fwd = tuple(f * w.batch / (w.gpu_tflops * 1e12) for _, f in parts)
+    ps = w.type == "ps"
+    first, second = (MessageKind.PUSH, MessageKind.PULL) if ps else (MessageKind.REDUCE_SCATTER, MessageKind.ALL_GATHER)
+    workers = tuple(range(w.first_host, w.first_host + w.workers))
+    servers = tuple(range(w.first_host + w.workers, w.first_host + w.workers + w.servers)) if ps else ()
+    return Job(
+        mode=0 if ps else 1,
+        transport=transport,
+        tag=w.tag or w.type,
+        workers=workers,
+        servers=servers,
+        layer_bytes=tuple(b for b, _ in parts),
+        forward_s=fwd,
+        backward_s=tuple(2 * f for f in fwd),  # backward costs about twice the forward pass
+        priority=tuple(int(p) for p in policy.priority_of_layers(np.arange(n), n)),
+        push_bound=tuple(policy.loss_bound(first, i) for i in range(n)),
+        pull_bound=tuple(policy.loss_bound(second, i) for i in range(n)),
+        push_drop_fractions=drop_fractions(policy, first),
+        pull_drop_fractions=drop_fractions(policy, second),
+        iterations=w.iterations,
+        start_s=start,
+    )

@@ -1,0 +1,14 @@
+"""Helpers for the simulator's tests: whether ns-3 is here, and the shared vectors' locations."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+VECTORS = Path(__file__).resolve().parent / "vectors"
+COMPLETION = VECTORS / "transport" / "completion.json"
+
+HAVE_NS3 = importlib.util.find_spec("ns3") is not None
+needs_ns3 = pytest.mark.skipif(not HAVE_NS3, reason="ns3 wheel not installed (pip install 'dlcp[sim]'; make test does)")

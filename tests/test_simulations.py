@@ -1,0 +1,129 @@
+"""Packet simulations at tiny scale (16 hosts, a few seconds each), one process per run.
+
+Each test states the property it checks; tolerances are derived in the test.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from sim_support import needs_ns3
+
+from dlcp.simulations import runner, scenario
+
+pytestmark = [needs_ns3]
+
+LEAF_SPINE = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 8, "delay_us": 1.0, "mtu": 9000}
+
+
+def table(**kw: Any) -> dict[str, Any]:
+    t: dict[str, Any] = {"name": "t", "seed": 1, "stop_s": 0.05, "topology": dict(LEAF_SPINE)}
+    t.update(copy.deepcopy(kw))
+    return t
+
+
+INCAST = {"type": "incast", "senders": 8, "bytes": 400_000, "rounds": 2, "gap_us": 500}
+
+
+def test_conservation_sent_equals_received_plus_dropped() -> None:
+    # DLCP only (no TCP), a harsh incast with selective drops and overflow; the run ends idle.
+    r = runner.run(table(switch={"buffer_packets": 64, "drop_thresholds": [8]}, workload=[INCAST]))
+    c = r["counters"]
+    sent = c["dlcp_data_sent"] + c["dlcp_control_sent"]
+    received = c["dlcp_data_received"] + c["dlcp_trimmed_received"] + c["dlcp_control_received"]
+    assert c["qdisc_dropped"] > 0, "the scenario must drop something for the check to mean anything"
+    assert sent == received + c["qdisc_dropped"]
+    assert c["qdisc_received"] == c["qdisc_sent"] + c["qdisc_dropped"], "nothing left queued"
+    assert r["flows"]["gradient"]["completed"] == 16
+
+
+def test_lone_flow_at_line_rate_plus_path_latency() -> None:
+    size = 4_000_000
+    r = runner.run(
+        table(workload=[{"type": "incast", "senders": 1, "receiver": 15, "bytes": size}], dlcp={"policy": {}})
+    )
+    f = r["flows"]["gradient"]
+    assert f["completed"] == 1
+    # Ideal: every packet's wire bytes at 100 Gbit/s, then the last packet's way over the
+    # remaining 3 links (store and forward: its serialisation plus 1 us per link), plus the
+    # first link's propagation. Payload 8192 B; per packet 40 DLCP + 8 UDP + 20 IPv4 + 2 PPP.
+    rate = 100e9 / 8
+    pkts = -(-size // 8192)
+    wire = size + pkts * 70
+    last = size - (pkts - 1) * 8192  # the last packet is short
+    ideal = wire / rate + 4 * 1e-6 + 3 * (last + 70) / rate
+    # Tolerance: the pacer spaces packets by exact wire bytes, so what remains is ns-3 rounding
+    # each transmission time to whole nanoseconds (0.1% either way covers 489 packets) and
+    # nothing else; 1% plus one round trip (4 links each way) above would catch a slower pacer,
+    # a lost packet or a wasted round trip.
+    assert ideal * 0.999 <= f["fct_max_s"] <= ideal * 1.01 + 8e-6, (f["fct_max_s"], ideal)
+
+
+def test_priorities_and_selective_drops_as_configured() -> None:
+    front = {"type": "incast", "senders": 6, "receiver": 15, "bytes": 300_000, "layer": 0, "num_layers": 6}
+    back = dict(front, layer=5, tag="back")
+    base = table(switch={"buffer_packets": 1000, "drop_thresholds": [4]}, workload=[front | {"tag": "front"}, back])
+    r = runner.run(base)
+    pc = r["counters"]["per_class"]
+    # Layer 0 -> class 6, layer 5 -> class 1 (6 data classes; 7 kept for control).
+    assert pc["forwarded"][6] > 0 and pc["forwarded"][1] > 0
+    assert r["flows"]["front"]["fct_max_s"] < r["flows"]["back"]["fct_p50_s"], "the front layer goes first"
+    assert pc["dropped"][1] > 0, "eligible packets of the congested class are dropped above the threshold"
+    assert pc["dropped"][7] == 0 and pc["overflow"] == [0] * 8, "control never dropped; the buffer never overflows"
+    trim = runner.run(base | {"switch": {"buffer_packets": 1000, "drop_thresholds": [4], "congestion_action": "trim"}})
+    tc = trim["counters"]
+    assert sum(tc["per_class"]["trimmed"]) > 0 and sum(tc["per_class"]["dropped"]) == 0
+    assert tc["dlcp_trimmed_received"] == sum(tc["per_class"]["trimmed"]), "every trimmed header reaches its receiver"
+
+
+def test_same_seed_same_run() -> None:
+    t = table(
+        workload=[INCAST, {"type": "background", "load": 0.3, "duration_us": 2000, "max_flow_bytes": 500_000}],
+    )
+    a, b = runner.run(t), runner.run(t)
+    c = runner.run(t | {"seed": 2})
+    for r in (a, b, c):
+        r.pop("perf")
+    assert a == b
+    assert a["flows"] != c["flows"], "another seed draws other background flows"
+
+
+def test_dlcp_tail_below_dctcp_on_small_incast() -> None:
+    t = table(
+        seed=3,
+        stop_s=0.1,
+        switch={"buffer_packets": 512},
+        workload=[
+            {"type": "incast", "senders": 6, "bytes": 262_144, "rounds": 5, "gap_us": 1000},
+            {"type": "background", "load": 0.5, "duration_us": 5000, "max_flow_bytes": 1_000_000},
+        ],
+    )
+    dlcp = runner.run(t)["flows"]["gradient"]
+    dctcp = runner.run(t | {"baseline": "dctcp"})["flows"]["gradient"]
+    assert dlcp["completed"] == dctcp["completed"] == 30
+    assert dlcp["fct_p99_s"] < dctcp["fct_p99_s"], (dlcp["fct_p99_s"], dctcp["fct_p99_s"])
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"baseline": "pfabric"}, "baseline"),
+        ({"topology": {"host_gbps": -1.0}}, "topology.host_gbps"),
+        ({"workload": [{"type": "ps", "model": "alexnet", "workers": 4}]}, "workload[0].model"),
+        ({"workload": [{"type": "background", "load": -0.2, "duration_us": 10}]}, "workload[0].load"),
+        ({"topology": {"kind": "star", "hosts": 1}}, "topology"),
+        ({"switch": {"buffer": 3}}, "switch.buffer"),
+    ],
+)
+def test_bad_scenarios_are_refused_naming_the_field(change: dict[str, Any], field: str) -> None:
+    t = table(workload=[INCAST]) | change
+    with pytest.raises(scenario.ScenarioError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        runner.run(t)
+
+
+def test_memory_estimate_refuses_before_running() -> None:
+    s = scenario.from_table(table(workload=[INCAST]))
+    with pytest.raises(runner.MemoryRefused, match="MB by estimate"):
+        runner.simulate(s, refuse_over_mb=10)
