@@ -159,7 +159,8 @@ int main(int argc, char **argv) {
     dp_switch *s = dp_switch_new(MAX_FRAME, 1);
     char err[128];
     for (int p = 1; p <= NPORTS; p++) {
-        if (dp_switch_add_port(s, (uint16_t)p, NULL, 32768 + 65536 * (uint64_t)below(3), 0, 0, err, sizeof(err)) < 0) {
+        if (dp_switch_add_port(s, (uint16_t)p, NULL, 32768 + 65536 * (uint64_t)below(3), 0, 0, 0, err,
+                              sizeof(err)) < 0) {
             fprintf(stderr, "add_port: %s\n", err);
             return 2;
         }
