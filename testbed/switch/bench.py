@@ -47,14 +47,15 @@ from dlcp.p4 import names, tools, vectors
 from dlcp.protocol import UDP_PORT, PacketType
 from dlcp.testbed.switch import _dataplane as _c  # type: ignore[attr-defined]
 from dlcp.testbed.switch import vector_run
+from dlcp.testbed.switch.config import BENCH_MODES, BENCH_SIZES, BENCH_SYSTEMS
 from dlcp.testbed.switch.rig import VethSwitch, host_if
 from dlcp.wire import Header
 
 log = logging.getLogger(__name__)
 
-SIZES = (64, 1500, 9000)
-SYSTEMS = ("dlcp", "plain", "bmv2")
-MODES = ("drain", "stream")
+SIZES = BENCH_SIZES
+SYSTEMS = BENCH_SYSTEMS
+MODES = BENCH_MODES
 SEND_BATCH = 64
 TEMPLATES = 64
 _BLOCK = 1 << 20

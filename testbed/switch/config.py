@@ -45,6 +45,9 @@ DEFAULT_BURST_S = 0.001
 DEFAULT_RX_BLOCK = 1 << 20
 DEFAULT_RX_BLOCKS = 16
 DEFAULT_STATS_DIR = Path("/run/dlcp")
+BENCH_SIZES = (64, 1500, 9000)
+BENCH_SYSTEMS = ("dlcp", "plain", "bmv2")
+BENCH_MODES = ("drain", "stream")
 
 
 class ConfigError(ValueError):
