@@ -192,9 +192,9 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):  # type: ignore[misc]
                 journal = Journal()
                 try:
                     self.state.apply(update, journal)
-                except P4RuntimeError as exc:  # cannot happen: these applied before on the same program
+                except P4RuntimeError as exc:  # e.g. a MODIFY of an entry written before the save
                     journal.rollback()
-                    log.error("COMMIT: replaying a saved update failed: %s", exc.message)
+                    log.warning("COMMIT: a write made since the save fails on replay: %s", exc.message)
             return
         if action not in (_SetRequest.VERIFY, _SetRequest.VERIFY_AND_SAVE, _SetRequest.VERIFY_AND_COMMIT) and (
             action != _SetRequest.RECONCILE_AND_COMMIT
