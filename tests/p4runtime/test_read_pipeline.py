@@ -120,7 +120,10 @@ def test_save_then_commit_replays_the_writes_since_the_save(
         raw.set_pipeline(None, action=SET.COMMIT)
     assert info.value.code() == grpc.StatusCode.NOT_FOUND
     raw.set_pipeline(dlcp_config(), action=SET.VERIFY_AND_SAVE)
+    raw.write([update(INSERT, route("10.3.0.0/16"), schema)])
+    raw.set_pipeline(dlcp_config(), action=SET.VERIFY_AND_SAVE)  # a new save: the journal starts again
     raw.write([update(INSERT, route("10.2.0.0/16"), schema), update(MODIFY, route("10.1.0.0/16", group=4), schema)])
+    assert len(raw.read(table())) == 3, "writes after a save apply at once (the program is the same)"
     with pytest.raises(grpc.RpcError) as info:
         raw.set_pipeline(dlcp_config(), action=SET.COMMIT)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, "COMMIT takes no config"

@@ -245,6 +245,13 @@ def test_members_groups_and_references(
     )
     assert code_of(one_error(raw, update(INSERT, one_shot, schema))) == "INVALID_ARGUMENT"  # no mixing
 
+    raw.write([update(INSERT, member(5, 5), schema)])
+    direct = fy.P4TableEntry("next_hops", match=fy.Match(group=5), action=fy.IndirectAction(member_id=5))
+    raw.write([update(INSERT, direct, schema)])
+    assert code_of(one_error(raw, update(DELETE, member(5, 5), schema))) == "FAILED_PRECONDITION"  # used by an entry
+    raw.write([update(DELETE, direct, schema)])
+    raw.write([update(DELETE, member(5, 5), schema)])
+
     raw.write([update(MODIFY, member(2, 6), schema)])
     assert backend.members[("DlcpIngress.ecmp.ecmp_selector", 2)].action.param("port") == 6
     shrink = fy.P4ActionProfileGroup(SELECTOR, group_id=7, members=[fy.P4Member(2, weight=1)])
@@ -369,3 +376,19 @@ def test_write_before_a_pipeline_is_failed_precondition(raw: RawClient, schema: 
         assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     finally:
         stream.close()
+
+
+def test_modify_without_action_is_a_no_op(
+    raw: RawClient, primary: Stream, backend: RecordingBackend, schema: P4Schema
+) -> None:
+    raw.write([update(INSERT, route(group=1), schema)])
+    calls = len(backend.calls)
+    bare = update(MODIFY, route(group=9), schema)
+    bare.entity.table_entry.ClearField("action")
+    raw.write([bare])
+    assert len(backend.calls) == calls
+    (got,) = raw.read(p4r.Entity(table_entry=p4r.TableEntry(table_id=bare.entity.table_entry.table_id)))
+    assert got.table_entry.action.action.params[0].value == b"\x01"
+    bare.entity.table_entry.match[0].lpm.value = b"\x0b\x00\x00\x00"
+    bare.entity.table_entry.match[0].lpm.prefix_len = 8
+    assert code_of(one_error(raw, bare)) == "NOT_FOUND"
