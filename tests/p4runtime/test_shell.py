@@ -98,3 +98,24 @@ def test_open_shell_errors(server: P4RuntimeServer, tmp_path: object) -> None:
         shell.parse_election_id("1")
     with pytest.raises(ValueError, match="2\\*\\*64"):
         shell.parse_election_id("1,-1")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["shell", "localhost"], "HOST:PORT"),
+        (["shell", "localhost:0"], "HOST:PORT"),
+        (["shell", "localhost:9559", "--device-id", "0"], "--device-id"),
+        (["shell", "localhost:9559", "--election-id", "1,2,3"], "H,L"),
+    ],
+)
+def test_shell_verb_refuses_bad_arguments_before_starting(argv: list[str], message: str) -> None:
+    import argparse
+
+    from dlcp.cli.switch_shell import add_shell_verb
+
+    parser = argparse.ArgumentParser()
+    add_shell_verb(parser.add_subparsers())
+    args = parser.parse_args(argv)
+    with pytest.raises(ValueError, match=message):
+        args.func(args)
