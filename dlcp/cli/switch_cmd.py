@@ -70,6 +70,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     st.add_argument("--watch", type=float, metavar="SECONDS", help="print again every SECONDS (Ctrl-C ends)")
     st.set_defaults(func=_stats)
 
+    from dlcp.cli.switch_shell import add_shell_verb
+
+    add_shell_verb(verbs)
+
     b = verbs.add_parser(
         "bench",
         help="packets/s and Gbit/s of the switch, a plain forwarder and BMv2 on veths (needs root)",
@@ -163,8 +167,8 @@ def build_config(args: argparse.Namespace) -> Any:
     if args.grpc is not None:
         over["grpc"] = args.grpc
     if args.device_id is not None:
-        if args.device_id < 0:
-            raise c.ConfigError(f"--device-id {args.device_id}: must be 0 or more")
+        if not 1 <= args.device_id < 1 << 64:
+            raise c.ConfigError(f"--device-id {args.device_id}: out of range 1..2**64-1 (P4Runtime device ids)")
         over["device_id"] = args.device_id
     if args.seed is not None:
         over["seed"] = args.seed

@@ -59,9 +59,10 @@ class SwitchService:
             self.dp = DataPlane.from_config(self.cfg)
             self.dp.start()
             self.started = time.monotonic()
-            self.stats = stats.StatsServer(self.stats_path, self.snapshot).start()
             if self.cfg.grpc is not None:
                 self.grpc = self._start_grpc(self.cfg.grpc)
+            # last: the socket appearing tells that the switch is up
+            self.stats = stats.StatsServer(self.stats_path, self.snapshot).start()
         except BaseException:
             self.close()
             raise
@@ -70,11 +71,9 @@ class SwitchService:
         return self
 
     def _start_grpc(self, address: str) -> _Server:
+        from dlcp.testbed.switch.p4runtime.server import start_server
+
         parse_address(address, "--grpc")
-        try:
-            from dlcp.testbed.switch.p4runtime import start_server  # type: ignore[attr-defined,unused-ignore]
-        except ImportError as exc:
-            raise ConfigError(f"--grpc {address}: this build has no P4Runtime server ({exc})") from None
         assert self.dp is not None
         server: _Server = start_server(self.dp, address, self.cfg.device_id)
         log.info("P4Runtime server on %s (port %d), device id %d", address, server.port, self.cfg.device_id)

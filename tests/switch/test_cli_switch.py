@@ -126,3 +126,75 @@ def test_run_in_a_namespace_stats_and_clean_stop(tmp_path: Path, sig: signal.Sig
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+CONTROLLER = """
+import sys
+import finsy as fy
+from p4rt_support import RawClient, Stream, dlcp_config, member, route, update, INSERT
+from dlcp.p4.build import COMMITTED_P4INFO
+schema = fy.P4Schema(COMMITTED_P4INFO)
+raw = RawClient(int(sys.argv[1]), device_id=9)
+stream = Stream(raw)
+stream.arbitrate(1)
+assert stream.next_arbitration().status.code == 0
+raw.set_pipeline(dlcp_config())
+group = fy.P4ActionProfileGroup("ecmp_selector", group_id=1, members=[fy.P4Member(1, weight=1)])
+hops = fy.P4TableEntry("next_hops", match=fy.Match(group=1), action=fy.P4IndirectAction(group_id=1))
+raw.write([update(INSERT, e, schema) for e in (member(1, 2), group, hops, route("10.9.0.0/16", 1))])
+stream.close()
+raw.close()
+"""
+
+
+@pytest.mark.root
+def test_run_with_grpc_a_controller_programs_forwarding(tmp_path: Path) -> None:
+    """`dlcp switch run --grpc`: empty tables at start; a P4Runtime controller's writes make it forward."""
+    tests = Path(__file__).resolve().parents[1]
+    frame = build_udp_frame(
+        eth_src="02:dc:00:00:00:01", eth_dst="02:dc:00:00:00:02", src_ip="10.0.0.1",
+        dst_ip="10.9.0.1", sport=1, dport=2, payload=bytes(64),
+    )  # fmt: skip
+    with Namespace("grpc") as ns:
+        ns.add_veth("dlcpS1", "dlcpH1")
+        ns.add_veth("dlcpS2", "dlcpH2")
+        argv = [sys.executable, "-m", "dlcp.cli.main", "switch", "run", "--port", "1=dlcpS1", "--port", "2=dlcpS2"]
+        argv += ["--grpc", "127.0.0.1:0", "--device-id", "9", "--stats-dir", str(tmp_path)]
+        proc = ns.popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            path = stats.socket_path(tmp_path, 9)
+            _wait_socket(path, proc)
+            with ns.entered():
+                doc = stats.fetch(path)
+                tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+                tx.bind(("dlcpH1", 0))
+                rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+                rx.bind(("dlcpH2", 0))
+                rx.settimeout(0.5)
+
+            def forwarded() -> bytes | None:
+                tx.send(frame)
+                try:
+                    return rx.recv(65536)
+                except TimeoutError:
+                    return None
+
+            assert forwarded() is None, "a new switch has empty tables"
+            ctl = ns.popen(
+                [sys.executable, "-c", CONTROLLER, str(doc["grpc_port"])],
+                cwd=tmp_path, env={"PYTHONPATH": str(tests), "PATH": "/usr/bin:/bin"},
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+            out = ctl.communicate(timeout=60)[0].decode()
+            assert ctl.returncode == 0, out
+            got = forwarded()
+            assert got is not None, "the controller's entries forward the frame"
+            assert got[:6] == bytes.fromhex("02dc00000002") and got[22] == frame[22] - 1  # next hop MAC, TTL - 1
+            tx.close()
+            rx.close()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=10) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
