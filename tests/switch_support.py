@@ -91,3 +91,57 @@ def virtual_switch(ports: list[int], configs: dict[int, PortConfig] | None = Non
     for p in ports:
         dp.add_port((configs or {}).get(p, PortConfig(port=p, interface=None)))
     return dp
+
+
+def random_frames(seed: int, n: int) -> list[bytes]:
+    """A reproducible traffic mix: DLCP of every type, class and drop class (some malformed), plain UDP,
+    TCP, other protocols, IPv4 options, TTL 0..3, unrouted destinations, non-IPv4 and short frames."""
+    import random
+    import struct
+
+    rng = random.Random(seed)
+    out = []
+    dsts = ["10.2.0.1", "10.3.0.7", "10.4.1.1", "10.9.9.9"]
+    for _ in range(n):
+        kind = rng.randrange(10)
+        dst = rng.choice(dsts)
+        if kind < 5:
+            f = bytearray(
+                dlcp_frame(
+                    rng.choice([82, 100, 600, 1500]),
+                    priority=rng.randrange(9),
+                    drop_class=rng.randrange(5),
+                    seq=rng.randrange(1 << 32),
+                    ptype=PacketType(rng.randrange(5)),
+                    flags=Flag(rng.choice([0, 0, 2, 1])),
+                    sport=rng.randrange(1024, 65536),
+                    dst=dst,
+                )
+            )
+            if rng.random() < 0.1:
+                f[42] = (rng.randrange(16) << 4) | rng.randrange(16)  # version / type, maybe malformed
+            if rng.random() < 0.1:
+                f[36:38] = struct.pack("!H", 4791)  # the extra DLCP port
+        elif kind < 7:
+            f = bytearray(
+                udp_frame(rng.choice([60, 200, 1400]), sport=rng.randrange(65536), dport=rng.randrange(65536), dst=dst)
+            )
+            if kind == 6:
+                f[23] = rng.choice([6, 1, 47])  # TCP, ICMP, GRE: routed; TCP ports hashed
+        elif kind == 7:
+            f = bytearray(udp_frame(300, dst=dst))
+            f[14] = 0x46  # IHL 6: options, L4 not parsed
+        elif kind == 8:
+            f = bytearray(udp_frame(200, dst=dst))
+            f[22] = rng.randrange(4)  # TTL 0..3
+        else:
+            f = bytearray(udp_frame(200, dst=dst))
+            f[12:14] = rng.choice([b"\x86\xdd", b"\x08\x06", b"\x88\xcc"])
+        if f[12:14] == b"\x08\x00":  # keep the IPv4 checksum right after the edits above
+            f[24:26] = b"\0\0"
+            s = sum(struct.unpack("!10H", bytes(f[14:34])))
+            s = (s & 0xFFFF) + (s >> 16)
+            s = (s & 0xFFFF) + (s >> 16)
+            f[24:26] = struct.pack("!H", ~s & 0xFFFF)
+        out.append(bytes(f))
+    return out
