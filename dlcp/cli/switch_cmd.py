@@ -273,16 +273,20 @@ def _bench(args: argparse.Namespace) -> int:
         doc = {"results": [r.as_dict() for r in results], "ratios": rows, "notes": notes}
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
         return 0
-    sys.stdout.write(f"{'system':7}{'mode':8}{'bytes':>6}{'kpps':>10}{'Gbit/s':>9}{'sender kpps':>13}  note\n")
+    sys.stdout.write(
+        f"{'system':7}{'mode':8}{'bytes':>6}{'kpps':>10}{'Gbit/s':>9}{'kpps/CPU-s':>12}{'sender kpps':>13}  note\n"
+    )
     for r in sorted(results, key=lambda r: (r.mode, r.frame_bytes, r.system)):
         sys.stdout.write(
-            f"{r.system:7}{r.mode:8}{r.frame_bytes:6}{r.pps / 1e3:10.1f}{r.gbps:9.2f}{r.offered_pps / 1e3:13.1f}"
-            f"  {r.note}\n"
+            f"{r.system:7}{r.mode:8}{r.frame_bytes:6}{r.pps / 1e3:10.1f}{r.gbps:9.2f}{r.cpu_pps / 1e3:12.1f}"
+            f"{r.offered_pps / 1e3:13.1f}  {r.note}\n"
         )
     for row in rows:
         parts = [f"{row['mode']:6} {row['frame_bytes']:5} B: dlcp {row['dlcp_gbps']:.2f} Gbit/s"]
         if "vs_plain" in row:
             parts.append(f"{100 * row['vs_plain']:.0f}% of plain")
+        if "vs_plain_cpu" in row:
+            parts.append(f"{100 * row['vs_plain_cpu']:.0f}% of plain per CPU-second")
         if "vs_bmv2" in row:
             parts.append(f"{row['vs_bmv2']:.0f}x BMv2")
         sys.stdout.write(", ".join(parts) + "\n")
