@@ -62,7 +62,7 @@ fastpath: venv
 	  echo "  $$(tail -n 1 $(VENV)/fastpath.log)"; $(FASTPATH_HELP); exit 1; }
 
 # DLCP_REQUIRE_FASTPATH=1: a test of the C path fails, rather than skips, without the module.
-pytest: venv venv-sim fastpath
+pytest: venv venv-sim venv-p4rt-shell fastpath
 	DLCP_REQUIRE_FASTPATH=1 $(VENV)/bin/pytest -q
 
 test: lint typecheck pytest test-mxnet
@@ -130,3 +130,23 @@ test-mxnet: venv-mxnet
 	else \
 	  echo "SKIPPED test-mxnet: mxnet does not import in $(MX_VENV):"; tail -n 3 $(MX_VENV)/import.log; \
 	fi
+
+# p4runtime-shell pins protobuf<3.21 and IPython 7.31, which DLCP's own venv (finsy, protobuf 6)
+# cannot hold: it gets its own venv, .venv-p4rt-shell, with nothing else in it (not even dlcp).
+# `dlcp switch shell ADDR` runs it; tests/p4runtime/test_shell.py drives it against the software switch.
+P4SH_PYTHON ?= python3.11
+P4SH_VENV   := .venv-p4rt-shell
+P4SH_PY     := $(P4SH_VENV)/bin/python
+P4SH_REQ    := p4runtime-shell==0.0.6
+P4SH_STAMP  := $(P4SH_VENV)/.deps-$(shell echo '$(P4SH_REQ)' | sha1sum | cut -c1-12)
+
+.PHONY: venv-p4rt-shell
+
+$(P4SH_STAMP):
+	test -x $(P4SH_PY) || $(P4SH_PYTHON) -m venv $(P4SH_VENV)
+	$(P4SH_PY) -m pip install -q '$(P4SH_REQ)' > $(P4SH_VENV)/install.log 2>&1 \
+	  || { cat $(P4SH_VENV)/install.log; exit 1; }
+	rm -f $(P4SH_VENV)/.deps-*
+	touch $@
+
+venv-p4rt-shell: $(P4SH_STAMP)

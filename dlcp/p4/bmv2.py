@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from dlcp.p4 import sizes, tools
+from dlcp.p4 import sizes, tools, vectors
 from dlcp.p4.netns import Namespace
 from dlcp.p4.p4info import P4Info
 from dlcp.p4.vectors import Case, Entry, Frame
@@ -314,10 +314,10 @@ class Bmv2Switch:
         while len(seen) < expected_count and time.monotonic() < deadline:
             seen += self.receive(0.2)
         seen += self.receive(0.5)
-        self._check_outputs(case, seen, result)
+        result.failures += vectors.check_outputs(case, seen)
         for name in case.counter_names:
             after = {s: self._read_slot(name, s) for s in slots}
-            self._check_counters(case, name, {s: after[s] - before[(name, s)] for s in slots}, result)
+            result.failures += vectors.check_counters(case, name, {s: after[s] - before[(name, s)] for s in slots})
         for port, queue in case.stalled_queues:
             self.set_queue_rate(port, queue, 0)
         if case.stalled_queues and burst_s > 0.5 / STALL_PPS:
@@ -334,55 +334,3 @@ class Bmv2Switch:
         while not (want <= Counter(seen + got)) and time.monotonic() < deadline:
             got += self.receive(0.05)
         return got
-
-    @staticmethod
-    def _check_outputs(case: Case, seen: list[Frame], result: CaseResult) -> None:
-        pool = Counter(seen)
-        chosen: dict[int, int] = {}
-        for i, p in enumerate(case.packets):
-            if p.expect is not None:
-                for f in p.expect:
-                    if pool[f] > 0:
-                        pool[f] -= 1
-                    else:
-                        result.failures.append(
-                            f"packet {i} ({p.note or 'no note'}): expected out of port {f.port}, "
-                            f"not seen: {f.data.hex()}"
-                        )
-            else:
-                hits = [f for f in p.expect_one_of if pool[f] > 0]
-                if len(hits) != 1:
-                    result.failures.append(
-                        f"packet {i}: expected out of exactly one of "
-                        f"{[f.port for f in p.expect_one_of]}, seen on {[f.port for f in hits]}"
-                    )
-                for f in hits:
-                    pool[f] -= 1
-                if hits:
-                    chosen[i] = hits[0].port
-        for f, n in pool.items():
-            if n > 0:
-                result.failures.append(f"{n} unexpected frame(s) out of port {f.port}: {f.data.hex()}")
-        for s in case.spread:
-            distinct = {chosen[i] for i in s.packets if i in chosen}
-            if len(distinct) != s.distinct_ports:
-                result.failures.append(
-                    f"packets {s.packets[0]}..{s.packets[-1]} left by {len(distinct)} distinct ports "
-                    f"{sorted(distinct)}, expected {s.distinct_ports}"
-                )
-
-    @staticmethod
-    def _check_counters(case: Case, name: str, delta: dict[tuple[int, int], int], result: CaseResult) -> None:
-        covered: set[tuple[int, int]] = set()
-        for e in case.counters:
-            if e.counter != name:
-                continue
-            got = sum(delta[(p, e.klass)] for p in e.ports)
-            covered |= {(p, e.klass) for p in e.ports}
-            if got != e.packets:
-                result.failures.append(
-                    f"{name} ports {list(e.ports)} class {e.klass}: {got} packets, expected {e.packets}"
-                )
-        for slot, d in sorted(delta.items()):
-            if slot not in covered and d != 0:
-                result.failures.append(f"{name} port {slot[0]} class {slot[1]}: moved by {d}, expected 0")

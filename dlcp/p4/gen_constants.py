@@ -109,10 +109,59 @@ def render_header() -> str:
     )
 
 
+C_BANNER = BANNER.replace("// ", "/* ", 1).replace("\n// ", " */\n/* ").rstrip("\n") + " */\n"
+
+
+def render_c_header() -> str:
+    """The same constants as ``constants.p4`` for the software switch's C data plane (``testbed/switch``)."""
+    from dlcp import frames
+
+    def d(name: str, value: int, comment: str = "") -> str:
+        tail = f"  /* {comment} */" if comment else ""
+        return f"#define {name} {value}{tail}"
+
+    lines = [C_BANNER, "#ifndef DLCP_SWITCH_CONSTANTS_H", "#define DLCP_SWITCH_CONSTANTS_H", ""]
+    lines += ["/* ---- wire protocol (dlcp/protocol.py, dlcp/frames.py) ---- */"]
+    lines.append(d("DLCP_UDP_PORT", protocol.UDP_PORT, "default UDP destination port"))
+    lines.append(d("DLCP_VERSION", protocol.VERSION))
+    lines.append(d("DLCP_VERSION_SHIFT", TYPE_BITS, "first header byte: version << 4 | type"))
+    lines.append(d("DLCP_TYPE_MASK", (1 << TYPE_BITS) - 1))
+    lines.append(d("DLCP_HEADER_BYTES", protocol.HEADER_SIZE))
+    for t in protocol.PacketType:
+        lines.append(d(f"DLCP_TYPE_{t.name}", int(t)))
+    lines.append(d("DLCP_TYPE_MAX", max(int(t) for t in protocol.PacketType), "higher is malformed"))
+    for f in protocol.Flag:
+        if f:
+            lines.append(d(f"DLCP_FLAG_{f.name}", int(f)))
+    lines.append(d("DLCP_NUM_PRIORITY_CLASSES", protocol.NUM_PRIORITY_CLASSES))
+    lines.append(d("DLCP_NUM_DROP_CLASSES", protocol.NUM_DROP_CLASSES))
+    for fld in protocol.HEADER_FIELDS:
+        lines.append(d(f"DLCP_OFF_{fld.name.upper()}", fld.offset, f"{fld.size} byte(s): {fld.doc}"))
+    lines.append(d("ETH_HEADER_BYTES", frames.ETH_HEADER.size))
+    lines.append(d("IPV4_HEADER_BYTES", frames.IPV4_HEADER.size, "without options"))
+    lines.append(d("UDP_HEADER_BYTES", frames.UDP_HEADER.size))
+    lines.append(d("ETHERTYPE_IPV4", frames.ETHERTYPE_IPV4))
+    lines.append(d("IPPROTO_UDP_NUM", frames.IPPROTO_UDP))
+    lines += ["", "/* ---- switch design (dlcp/p4/sizes.py) ---- */"]
+    lines.append(d("DLCP_PORT_BITS", sizes.PORT_BITS))
+    lines.append(d("DLCP_CLASS_BITS", sizes.CLASS_BITS))
+    lines.append(d("PORT_CLASS_SLOTS", sizes.PORT_CLASS_SLOTS, "index: port << DLCP_CLASS_BITS | class"))
+    lines.append(d("DEFAULT_QUEUE", sizes.DEFAULT_QUEUE))
+    lines.append(d("TRIM_QUEUE", sizes.TRIM_QUEUE))
+    lines.append(d("TRIMMED_FRAME_BYTES", sizes.TRIMMED_FRAME_BYTES))
+    lines.append(d("TRIMMED_IPV4_TOTAL_LEN", sizes.TRIMMED_IPV4_TOTAL_LEN))
+    lines.append(d("MIN_DLCP_UDP_LENGTH", sizes.MIN_DLCP_UDP_LENGTH))
+    for name, value in sizes.TABLE_SIZES.items():
+        lines.append(d(name, value))
+    lines += ["", "#endif  /* DLCP_SWITCH_CONSTANTS_H */", ""]
+    return "\n".join(lines)
+
+
 def render() -> list[Generated]:
     return [
         Generated("p4src/common/constants.p4", render_constants()),
         Generated("p4src/common/dlcp_header.p4", render_header()),
+        Generated("testbed/switch/dlcp_constants.h", render_c_header()),
     ]
 
 

@@ -25,6 +25,7 @@ is documented in ``docs/switch.md`` ("Test vectors"); in short, a case is:
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -180,3 +181,58 @@ def load_dir(path: Path) -> list[Case]:
     if dup:
         raise ValueError(f"duplicate case names: {sorted(dup)}")
     return cases
+
+
+def check_outputs(case: Case, seen: list[Frame]) -> list[str]:
+    """Failures of ``case`` given every frame that came out (any order): expect, expect_one_of, spread."""
+    failures: list[str] = []
+    pool = Counter(seen)
+    chosen: dict[int, int] = {}
+    for i, p in enumerate(case.packets):
+        if p.expect is not None:
+            for f in p.expect:
+                if pool[f] > 0:
+                    pool[f] -= 1
+                else:
+                    failures.append(
+                        f"packet {i} ({p.note or 'no note'}): expected out of port {f.port}, not seen: {f.data.hex()}"
+                    )
+        else:
+            hits = [f for f in p.expect_one_of if pool[f] > 0]
+            if len(hits) != 1:
+                failures.append(
+                    f"packet {i}: expected out of exactly one of "
+                    f"{[f.port for f in p.expect_one_of]}, seen on {[f.port for f in hits]}"
+                )
+            for f in hits:
+                pool[f] -= 1
+            if hits:
+                chosen[i] = hits[0].port
+    for f, n in pool.items():
+        if n > 0:
+            failures.append(f"{n} unexpected frame(s) out of port {f.port}: {f.data.hex()}")
+    for s in case.spread:
+        distinct = {chosen[i] for i in s.packets if i in chosen}
+        if len(distinct) != s.distinct_ports:
+            failures.append(
+                f"packets {s.packets[0]}..{s.packets[-1]} left by {len(distinct)} distinct ports "
+                f"{sorted(distinct)}, expected {s.distinct_ports}"
+            )
+    return failures
+
+
+def check_counters(case: Case, name: str, delta: dict[tuple[int, int], int]) -> list[str]:
+    """Failures of counter ``name`` given its packet deltas by ``(port, class)`` over the case's ports."""
+    failures: list[str] = []
+    covered: set[tuple[int, int]] = set()
+    for e in case.counters:
+        if e.counter != name:
+            continue
+        got = sum(delta[(p, e.klass)] for p in e.ports)
+        covered |= {(p, e.klass) for p in e.ports}
+        if got != e.packets:
+            failures.append(f"{name} ports {list(e.ports)} class {e.klass}: {got} packets, expected {e.packets}")
+    for slot, d in sorted(delta.items()):
+        if slot not in covered and d != 0:
+            failures.append(f"{name} port {slot[0]} class {slot[1]}: moved by {d}, expected 0")
+    return failures

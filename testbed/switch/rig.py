@@ -1,0 +1,179 @@
+"""A software switch on veth pairs in a namespace of its own, with raw sockets on the host ends.
+
+Port ``p`` is the pair ``dlcpS<p>`` (switch) -- ``dlcpH<p>`` (host), both in one
+namespace; the switch's data-plane thread runs in this process. Used by the
+root tests and ``dlcp switch bench``.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import time
+from collections import Counter
+from types import TracebackType
+
+from dlcp.p4 import vectors
+from dlcp.p4.vectors import Case, Frame
+from dlcp.testbed.netns import Namespace
+from dlcp.testbed.switch import vector_run
+from dlcp.testbed.switch.config import DEFAULT_BUFFER, DEFAULT_MAX_FRAME, PortConfig
+from dlcp.testbed.switch.dataplane import DataPlane
+
+ETH_P_ALL = 0x0003
+PACKET_OUTGOING = 4
+ETHERTYPE_IPV4 = b"\x08\x00"
+
+
+def switch_if(port: int) -> str:
+    return f"dlcpS{port}"
+
+
+def host_if(port: int) -> str:
+    return f"dlcpH{port}"
+
+
+class VethSwitch:
+    """``with VethSwitch([1, 2]) as rig:`` a running switch; ``rig.send(port, frame)``, ``rig.receive(t)``."""
+
+    def __init__(
+        self,
+        ports: list[int],
+        *,
+        buffer: int = DEFAULT_BUFFER,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        start: bool = True,
+        host_sockets: bool = True,
+        rx_blocks: int = 16,
+        rx_block_timeout_ms: int = 1,
+        tag: str = "sw",
+    ) -> None:
+        self.port_ids = sorted(set(ports))
+        self.buffer = buffer
+        self.max_frame = max_frame
+        self._start = start
+        self._host_sockets = host_sockets
+        self.rx_blocks = rx_blocks
+        self.rx_block_timeout_ms = rx_block_timeout_ms
+        self.ns = Namespace(tag)
+        self.dp: DataPlane | None = None
+        self.socks: dict[int, socket.socket] = {}
+
+    def __enter__(self) -> VethSwitch:
+        self.ns.__enter__()
+        try:
+            for p in self.port_ids:
+                self.ns.add_veth(switch_if(p), host_if(p), mtu=max(1500, min(self.max_frame - 14, 65535)))
+            self.dp = DataPlane(max_frame=self.max_frame)
+            with self.ns.entered():
+                for p in self.port_ids:
+                    cfg = PortConfig(port=p, interface=switch_if(p), buffer_bytes=self.buffer)
+                    self.dp.add_port(cfg, rx_blocks=self.rx_blocks, rx_block_timeout_ms=self.rx_block_timeout_ms)
+                    if self._host_sockets:
+                        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+                        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+                        s.bind((host_if(p), 0))
+                        s.setblocking(False)
+                        self.socks[p] = s
+            if self._start:
+                self.dp.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for s in self.socks.values():
+            s.close()
+        self.socks = {}
+        if self.dp is not None:
+            self.dp.close()
+            self.dp = None
+        self.ns.close()
+
+    @property
+    def switch(self) -> DataPlane:
+        if self.dp is None:
+            raise RuntimeError("the rig is not open")
+        return self.dp
+
+    def send(self, port: int, frame: bytes) -> None:
+        self.socks[port].send(frame)
+
+    def receive(self, timeout: float, until: int | None = None) -> list[Frame]:
+        """IPv4 frames out of the switch within ``timeout`` s (returns early once ``until`` came)."""
+        out: list[Frame] = []
+        deadline = time.monotonic() + timeout
+        by_fd = {s.fileno(): (p, s) for p, s in self.socks.items()}
+        while until is None or len(out) < until:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            ready, _, _ = select.select(list(by_fd), [], [], left)
+            for fd in ready:
+                port, s = by_fd[fd]
+                while True:
+                    try:
+                        data, addr = s.recvfrom(65536)
+                    except BlockingIOError:
+                        break
+                    if addr[2] == PACKET_OUTGOING or data[12:14] != ETHERTYPE_IPV4:
+                        continue
+                    out.append(Frame(port, data))
+        return out
+
+    def received_by_switch(self) -> int:
+        return sum(int(p["rx"]) for p in self.switch.stats()["ports"].values())
+
+    def wait_received(self, count: int, timeout: float = 5.0) -> bool:
+        """Wait until the switch has taken ``count`` frames off its rings (all ports together)."""
+        deadline = time.monotonic() + timeout
+        while self.received_by_switch() < count:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
+        return True
+
+    def run_case(self, case: Case) -> vector_run.VectorResult:
+        """One vector case through the veths: settle packets awaited, stalled queues paused meanwhile."""
+        dp = self.switch
+        result = vector_run.VectorResult(case.name)
+        dp.reset()
+        ids = vector_run.IdAllocator()
+        for e in case.entries:
+            vector_run.install(dp, e, ids)
+        before, _ = vector_run.counter_deltas(dp, case, None)
+        self.receive(0.02)
+        last_settle = max((i for i, p in enumerate(case.packets) if p.settle), default=-1)
+        stall = [(p, q) for p, q in case.stalled_queues]
+        if last_settle < 0:
+            for p, q in stall:
+                dp.pause(p, q)
+        seen: list[Frame] = []
+        rx0 = self.received_by_switch()
+        for i, pkt in enumerate(case.packets):
+            self.send(pkt.frame.port, pkt.frame.data)
+            if pkt.settle:
+                want = Counter(pkt.expect or ())
+                deadline = time.monotonic() + 5
+                while not want <= Counter(seen) and time.monotonic() < deadline:
+                    seen += self.receive(0.05)
+                if not want <= Counter(seen):
+                    result.failures.append(f"settle packet {i} ({pkt.note}) did not come out")
+                if i == last_settle:
+                    for p, q in stall:
+                        dp.pause(p, q)
+        if not self.wait_received(rx0 + len(case.packets)):
+            result.failures.append("the switch did not receive every frame sent")
+        for p, q in stall:
+            dp.pause(p, q, False)
+        expected = sum(len(p.expect or ()) + (1 if p.expect_one_of else 0) for p in case.packets)
+        seen += self.receive(5, until=expected - len(seen))
+        seen += self.receive(0.1)
+        result.failures += vectors.check_outputs(case, seen)
+        _, failures = vector_run.counter_deltas(dp, case, before)
+        result.failures += failures
+        return result
