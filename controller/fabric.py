@@ -127,8 +127,7 @@ def from_dict(doc: dict[str, Any], source: str = "<config>", base_dir: Path | No
     links = _links(_array(tables, "link", errs), defaults, errs)
     switches = _switches(_array(tables, "switch", errs), defaults, addresses, errs)
     hosts = _hosts(_array(tables, "host", errs), addresses, errs)
-    if not errs:
-        _connect(switches, hosts, links, defaults, errs)
+    _connect(switches, hosts, links, defaults, errs)
     if not errs:
         _check_addresses(switches, hosts, errs)
     if errs:
@@ -346,6 +345,8 @@ def _hosts(entries: list[dict[str, Any]], addresses: dict[str, Any], errs: list[
     mac_prefix = _prefix(addresses["host_mac_prefix"], "addresses.host_mac_prefix", 3, errs)
     given_ips = {e["ip"] for e in entries if isinstance(e.get("ip"), str)}
     free = (str(a) for a in subnet.hosts() if str(a) not in given_ips)
+    given_macs = {e["mac"].lower() for e in entries if isinstance(e.get("mac"), str)}
+    free_macs = (m for m in ((mac_prefix << 24) | n for n in range(1, 1 << 24)) if mac_text(m) not in given_macs)
     for i, e in enumerate(entries):
         name = _name(e, "host", i, errs)
         if name is None:
@@ -367,7 +368,7 @@ def _hosts(entries: list[dict[str, Any]], addresses: dict[str, Any], errs: list[
             except (ValueError, TypeError):
                 errs.append(f"{where}.ip: {ip!r} is not an IPv4 address")
                 ip = "0.0.0.0"
-        mac = _mac(e["mac"], f"{where}.mac", errs) if "mac" in e else (mac_prefix << 24) | (i + 1)
+        mac = _mac(e["mac"], f"{where}.mac", errs) if "mac" in e else next(free_macs)
         switch = e.get("switch")
         if not isinstance(switch, str):
             errs.append(f"{where}.switch: required, the name of the switch it is attached to")
@@ -398,6 +399,8 @@ def _connect(
     for h in hosts.values():
         where = f"host.{h.name}"
         attached = switches.get(h.switch)
+        if not h.switch:
+            continue  # already reported
         if attached is None:
             errs.append(f"{where}.switch: unknown switch {h.switch!r} (switches: {', '.join(sorted(switches))})")
             continue

@@ -53,8 +53,8 @@ def parse_duration(value: object, what: str = "delay") -> int:
 
 def format_size(n: int) -> str:
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size and n % (size // 1024 or 1) == 0:
-            return f"{n / size:g} {unit}"
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
     return f"{n} B"
 
 
