@@ -17,6 +17,7 @@ AREAS: tuple[str, ...] = (
     "dlcp.cli.train_cmd",
     "dlcp.cli.demo_cmd",
     "dlcp.cli.p4_cmd",
+    "dlcp.cli.switch_cmd",
     "dlcp.cli.controller_cmd",
 )
 

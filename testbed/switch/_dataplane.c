@@ -68,14 +68,16 @@ static PyObject *errno_error(int rc, const char *msg) {
 }
 
 static PyObject *Switch_add_port(SwitchObject *self, PyObject *args) {
-    unsigned int port, block_size, block_nr;
+    unsigned int port, block_size, block_nr, block_timeout_ms = 1;
     const char *ifname;
     unsigned long long buffer;
-    if (!PyArg_ParseTuple(args, "IzKII", &port, &ifname, &buffer, &block_size, &block_nr)) return NULL;
+    if (!PyArg_ParseTuple(args, "IzKII|I", &port, &ifname, &buffer, &block_size, &block_nr, &block_timeout_ms))
+        return NULL;
     char err[256] = "";
     int rc;
     Py_BEGIN_ALLOW_THREADS rc = dp_switch_add_port(self->sw, (uint16_t)(port > 0xFFFF ? 0xFFFF : port), ifname,
-                                                   buffer, block_size, block_nr, err, sizeof(err));
+                                                   buffer, block_size, block_nr, block_timeout_ms, err,
+                                                   sizeof(err));
     Py_END_ALLOW_THREADS if (rc < 0) return errno_error(rc, err);
     Py_RETURN_NONE;
 }
@@ -160,6 +162,14 @@ static PyObject *Switch_start(SwitchObject *self, PyObject *Py_UNUSED(ignored)) 
 static PyObject *Switch_stop(SwitchObject *self, PyObject *Py_UNUSED(ignored)) {
     Py_BEGIN_ALLOW_THREADS dp_switch_stop(self->sw);
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
+static PyObject *Switch_reset_timing(SwitchObject *self, PyObject *Py_UNUSED(ignored)) {
+    lock(self->sw);
+    self->sw->first_rx_ns = self->sw->last_tx_ns = 0;
+    self->sw->first_rx_cpu_ns = self->sw->last_tx_cpu_ns = 0;
+    unlock(self->sw);
+    Py_RETURN_NONE;
 }
 
 static PyObject *Switch_running(SwitchObject *self, PyObject *Py_UNUSED(ignored)) {
@@ -396,7 +406,8 @@ static PyObject *Switch_stats(SwitchObject *self, PyObject *Py_UNUSED(ignored)) 
         extra[5 * i + 3] = p->tx_calls;
         extra[5 * i + 4] = p->rx_blocks;
     }
-    uint64_t rounds = s->rounds, waits = s->idle_waits;
+    uint64_t rounds = s->rounds, waits = s->idle_waits, first = s->first_rx_ns, last = s->last_tx_ns;
+    uint64_t first_cpu = s->first_rx_cpu_ns, last_cpu = s->last_tx_cpu_ns;
     unlock(s);
     PyObject *ports = PyDict_New();
     for (int i = 0; ports != NULL && i < n; i++) {
@@ -439,8 +450,10 @@ static PyObject *Switch_stats(SwitchObject *self, PyObject *Py_UNUSED(ignored)) 
     free(copy);
     free(extra);
     if (ports == NULL) return NULL;
-    return Py_BuildValue("{sNsKsK}", "ports", ports, "rounds", (unsigned long long)rounds, "idle_waits",
-                         (unsigned long long)waits);
+    return Py_BuildValue("{sNsKsKsKsKsKsK}", "ports", ports, "rounds", (unsigned long long)rounds, "idle_waits",
+                         (unsigned long long)waits, "first_rx_ns", (unsigned long long)first, "last_tx_ns",
+                         (unsigned long long)last, "first_rx_cpu_ns", (unsigned long long)first_cpu,
+                         "last_tx_cpu_ns", (unsigned long long)last_cpu);
 }
 
 /* ---- virtual ports ---- */
@@ -503,7 +516,7 @@ static PyObject *Switch_drain(SwitchObject *self, PyObject *Py_UNUSED(ignored)) 
 
 static PyMethodDef Switch_methods[] = {
     {"add_port", (PyCFunction)Switch_add_port, METH_VARARGS,
-     "add_port(port, ifname | None, buffer, block_size, block_nr)"},
+     "add_port(port, ifname | None, buffer, block_size, block_nr[, block_timeout_ms])"},
     {"set_port", (PyCFunction)Switch_set_port, METH_VARARGS,
      "set_port(port, rate_bps, burst_bytes, delay_ns, loss[8], seed, paused_mask)"},
     {"set_paused", (PyCFunction)Switch_set_paused, METH_VARARGS, "set_paused(port, mask)"},
@@ -511,6 +524,7 @@ static PyMethodDef Switch_methods[] = {
     {"start", (PyCFunction)Switch_start, METH_NOARGS, "start the data-plane thread"},
     {"stop", (PyCFunction)Switch_stop, METH_NOARGS, "stop the data-plane thread"},
     {"running", (PyCFunction)Switch_running, METH_NOARGS, "whether the thread runs"},
+    {"reset_timing", (PyCFunction)Switch_reset_timing, METH_NOARGS, "forget first_rx_ns and last_tx_ns"},
     {"route", (PyCFunction)Switch_route, METH_VARARGS, "route(op, prefix, plen, action, group) -> code"},
     {"route_default", (PyCFunction)Switch_route_default, METH_VARARGS, "route_default(action, group)"},
     {"member", (PyCFunction)Switch_member, METH_VARARGS, "member(index, action, port, smac, dmac)"},

@@ -45,6 +45,9 @@ DEFAULT_BURST_S = 0.001
 DEFAULT_RX_BLOCK = 1 << 20
 DEFAULT_RX_BLOCKS = 16
 DEFAULT_STATS_DIR = Path("/run/dlcp")
+BENCH_SIZES = (64, 1500, 9000)
+BENCH_SYSTEMS = ("dlcp", "plain", "bmv2")
+BENCH_MODES = ("drain", "stream")
 
 
 class ConfigError(ValueError):
@@ -166,7 +169,7 @@ class SwitchConfig:
                 )
             if len(p.loss) != NUM_PRIORITY_CLASSES:
                 raise ConfigError(f"loss of port {p.port}: needs {NUM_PRIORITY_CLASSES} classes")
-        _check(self.device_id, 0, (1 << 64) - 1, "device_id", str(self.device_id))
+        _check(self.device_id, 1, (1 << 64) - 1, "device_id", str(self.device_id))
         _check(self.max_frame, 64, MAX_MAX_FRAME, "max_frame", str(self.max_frame))
         if self.rx_block_bytes & (self.rx_block_bytes - 1) or self.rx_block_bytes < 2 * self.max_frame:
             raise ConfigError(

@@ -179,9 +179,15 @@ class DataPlane:
 
     # ---- ports ----
 
-    def add_port(self, cfg: PortConfig, *, rx_block_bytes: int = 1 << 20, rx_blocks: int = 16) -> None:
-        """Attach a port (opens its AF_PACKET socket in the calling thread's network namespace)."""
-        self._sw.add_port(cfg.port, cfg.interface, cfg.buffer_bytes, rx_block_bytes, rx_blocks)
+    def add_port(
+        self, cfg: PortConfig, *, rx_block_bytes: int = 1 << 20, rx_blocks: int = 16, rx_block_timeout_ms: int = 1
+    ) -> None:
+        """Attach a port (opens its AF_PACKET socket in the calling thread's network namespace).
+
+        The receive ring has ``rx_blocks`` blocks of ``rx_block_bytes``; the kernel hands a block
+        over when it is full or ``rx_block_timeout_ms`` after its first frame.
+        """
+        self._sw.add_port(cfg.port, cfg.interface, cfg.buffer_bytes, rx_block_bytes, rx_blocks, rx_block_timeout_ms)
         self._ports[cfg.port] = cfg
         self._paused[cfg.port] = 0
         self.configure_port(cfg)
@@ -490,6 +496,10 @@ class DataPlane:
         """(packets, bytes) of every cell of one P4 counter, index ``port << CLASS_BITS | class``."""
         packets, nbytes = self._sw.counter(self._counter(counter, 0))
         return np.frombuffer(packets, dtype=np.uint64), np.frombuffer(nbytes, dtype=np.uint64)
+
+    def reset_timing(self) -> None:
+        """Forget ``first_rx_ns``/``last_tx_ns`` of :meth:`stats` (benchmarks time a run with them)."""
+        self._sw.reset_timing()
 
     def stats(self) -> dict[str, Any]:
         """Per port: rx and ingress drops by reason; per class: enqueued, sent, dropped by reason,

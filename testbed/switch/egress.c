@@ -20,9 +20,14 @@ static inline uint64_t rec_start(const dp_ring *r, uint64_t pos) {
     return (pos == r->cap || rec_len(r, pos) == WRAP_MARK) ? 0 : pos;
 }
 
+static inline void ring_reset(dp_ring *r) {
+    r->head = r->tail = r->deq = r->used = 0;
+    r->last = DP_NO_REC;
+}
+
 static int64_t ring_write(dp_ring *r, const uint8_t *frame, uint32_t len) {
     uint64_t s = rec_size(len), off;
-    if (r->used == 0) r->head = r->tail = r->deq = 0;
+    if (r->used == 0) ring_reset(r);
     if (r->used == r->cap) return -1;
     if (r->head >= r->tail) { /* free: [head, cap) and [0, tail) */
         if (r->cap - r->head >= s) {
@@ -42,17 +47,40 @@ static int64_t ring_write(dp_ring *r, const uint8_t *frame, uint32_t len) {
         off = r->head;
     }
     memcpy(r->mem + off, &len, sizeof(len));
+    memcpy(r->mem + off + 8, &r->last, sizeof(r->last));
     memcpy(r->mem + off + DP_REC_HEADER, frame, len);
     r->head = off + s;
     r->used += s;
+    r->last = off;
     return (int64_t)off;
+}
+
+/* Removes the newest record, which must be queued (not dequeued); returns its length. */
+static uint32_t ring_pop_newest(dp_ring *r) {
+    uint64_t off = r->last;
+    uint32_t len = rec_len(r, off);
+    r->pkts--;
+    r->bytes -= len;
+    if (rec_start(r, r->tail) == off) { /* it was the only record left */
+        ring_reset(r);
+        return len;
+    }
+    uint64_t prev;
+    memcpy(&prev, r->mem + off + 8, sizeof(prev));
+    uint64_t prev_end = prev + rec_size(rec_len(r, prev));
+    r->used -= rec_size(len);
+    if (off == 0) r->used -= r->cap - prev_end; /* it had wrapped: the gap after prev goes too */
+    r->head = prev_end;
+    r->last = prev;
+    if (r->pkts == 0) r->deq = r->head;
+    return len;
 }
 
 static void ring_free(dp_ring *r, uint64_t off, uint32_t len) {
     if (off != r->tail) r->used -= r->cap - r->tail; /* the record wrapped: the gap goes too */
     r->tail = off + rec_size(len);
     r->used -= rec_size(len);
-    if (r->used == 0) r->head = r->tail = r->deq = 0;
+    if (r->used == 0) ring_reset(r);
 }
 
 static inline uint32_t rng32(dp_egress *e) {
@@ -73,6 +101,7 @@ int dp_egress_init(dp_egress *e, uint16_t port, uint64_t buffer, uint32_t max_fr
     uint64_t cap = 2 * buffer + 3 * rec_size(max_frame);
     cap = (cap + 7) & ~(uint64_t)7;
     for (int q = 0; q < DP_NUM_QUEUES; q++) {
+        ring_reset(&e->q[q]);
         e->q[q].cap = cap;
         e->q[q].mem = malloc(cap);
         if (e->q[q].mem == NULL) {
@@ -107,7 +136,8 @@ void dp_egress_set_shaper(dp_egress *e, uint64_t rate_bps, uint64_t burst_bytes,
 void dp_egress_clear(dp_egress *e, uint32_t *occupancy) {
     for (int q = 0; q < DP_NUM_QUEUES; q++) {
         dp_ring *r = &e->q[q];
-        r->head = r->tail = r->deq = r->used = r->bytes = 0;
+        ring_reset(r);
+        r->bytes = 0;
         r->pkts = 0;
         occupancy[((uint32_t)e->port << DLCP_CLASS_BITS) | (uint32_t)q] = 0;
         e->stats.cls[q].depth = 0;
@@ -120,6 +150,24 @@ void dp_egress_clear(dp_egress *e, uint32_t *occupancy) {
 int dp_egress_enqueue(dp_egress *e, const uint8_t *frame, uint32_t len, int queue, uint32_t *occupancy) {
     dp_class_stats *cs = &e->stats.cls[queue];
     dp_ring *r = &e->q[queue];
+    while (e->queued + len > e->buffer) { /* push out the newest frames of the lowest class below this one */
+        int victim = -1;
+        for (int q = 0; q < queue; q++) {
+            if (e->q[q].pkts != 0) {
+                victim = q;
+                break;
+            }
+        }
+        if (victim < 0) break;
+        dp_ring *vr = &e->q[victim];
+        uint32_t vlen = ring_pop_newest(vr);
+        e->queued -= vlen;
+        occupancy[((uint32_t)e->port << DLCP_CLASS_BITS) | (uint32_t)victim]--;
+        dp_class_stats *vs = &e->stats.cls[victim];
+        vs->dropped[DP_DROP_PUSHED_OUT]++;
+        vs->depth = vr->pkts;
+        vs->depth_bytes = vr->bytes;
+    }
     if (e->queued + len > e->buffer || ring_write(r, frame, len) < 0) {
         cs->dropped[DP_DROP_BUFFER]++;
         return DP_DROP_BUFFER;

@@ -5,6 +5,10 @@
  * to move frames from the queues to the port's transmit line (strict priority, as the
  * shaper allows), and takes due frames from the line with dp_egress_due() to send them.
  *
+ * Buffer: shared by the 8 queues. When it is full, an arriving frame pushes out the newest
+ * frames of lower classes (lowest first) to make room, or is dropped if there are none:
+ * under overload a higher class keeps its share of the buffer as it keeps its share of the link.
+ *
  * Storage: each queue is a byte ring (frames copied in at enqueue, never allocated per
  * packet). A frame stays in its ring until it has been sent, so the line (frames dequeued
  * but delayed or not yet sent) holds only descriptors. Queued bytes across the 8 queues
@@ -20,7 +24,8 @@
 
 #define DP_LINE_CAP 8192u          /* descriptors on a port's transmit line (power of two) */
 #define DP_WIRE_OVERHEAD 24u       /* preamble + start delimiter 8, FCS 4, inter-frame gap 12 */
-#define DP_REC_HEADER 16u
+#define DP_REC_HEADER 16u         /* u32 length, u32 unused, u64 offset of the previous record */
+#define DP_NO_REC UINT64_MAX
 
 typedef struct {
     uint8_t *mem;
@@ -29,6 +34,7 @@ typedef struct {
     uint64_t tail;      /* oldest record not yet freed */
     uint64_t deq;       /* next record to dequeue */
     uint64_t used;      /* bytes between tail and head, wrap gap included */
+    uint64_t last;      /* newest record (DP_NO_REC: none) */
     uint32_t pkts;      /* queued: enqueued, not yet dequeued */
     uint64_t bytes;     /* frame bytes queued */
 } dp_ring;
@@ -90,7 +96,7 @@ void dp_egress_set_shaper(dp_egress *e, uint64_t rate_bps, uint64_t burst_bytes,
 /* Empty queues and line (counts nothing) and reset the occupancy slots. */
 void dp_egress_clear(dp_egress *e, uint32_t *occupancy);
 
-/* DP_OK, or DP_DROP_BUFFER (counted here). */
+/* DP_OK, or DP_DROP_BUFFER (counted here). Frames pushed out are counted as DP_DROP_PUSHED_OUT. */
 int dp_egress_enqueue(dp_egress *e, const uint8_t *frame, uint32_t len, int queue, uint32_t *occupancy);
 /* Moves frames from the queues to the line; returns how many. *next_event (ns) is lowered to
  * when the port next has work, if that is in the future. */

@@ -492,8 +492,8 @@ void dp_process(dp_tables *t, uint8_t *f, uint32_t len, const uint32_t *occupanc
 
 const char *dp_reason_name(int reason) {
     static const char *names[DP_NUM_REASONS] = {
-        "ok", "not_ipv4", "ttl", "no_route", "next_hop", "selective", "buffer", "loss", "no_port", "oversize",
-        "tx_error",
+        "ok", "not_ipv4", "ttl", "no_route", "next_hop", "selective", "buffer", "pushed_out", "loss", "no_port",
+        "oversize", "tx_error",
     };
     return (reason >= 0 && reason < DP_NUM_REASONS) ? names[reason] : "?";
 }

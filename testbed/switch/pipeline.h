@@ -27,7 +27,8 @@ enum dp_reason {
     DP_DROP_NO_ROUTE,     /* ipv4_routes: drop_packet (miss or entry) */
     DP_DROP_NEXT_HOP,     /* next_hops: miss, empty group, or drop_packet */
     DP_DROP_SELECTIVE,    /* selective drop: eligible and above the threshold (P4 counter `dropped`) */
-    DP_DROP_BUFFER,       /* egress buffer full (tail drop) */
+    DP_DROP_BUFFER,       /* egress buffer full, no lower class to push out (tail drop) */
+    DP_DROP_PUSHED_OUT,   /* queued, then pushed out of a full buffer by a higher class */
     DP_DROP_LOSS,         /* loss impairment */
     DP_DROP_NO_PORT,      /* the next hop names a port the switch does not have */
     DP_DROP_OVERSIZE,     /* bigger than the receive ring or the switch's largest frame */

@@ -44,6 +44,8 @@ class VethSwitch:
         max_frame: int = DEFAULT_MAX_FRAME,
         start: bool = True,
         host_sockets: bool = True,
+        rx_blocks: int = 16,
+        rx_block_timeout_ms: int = 1,
         tag: str = "sw",
     ) -> None:
         self.port_ids = sorted(set(ports))
@@ -51,6 +53,8 @@ class VethSwitch:
         self.max_frame = max_frame
         self._start = start
         self._host_sockets = host_sockets
+        self.rx_blocks = rx_blocks
+        self.rx_block_timeout_ms = rx_block_timeout_ms
         self.ns = Namespace(tag)
         self.dp: DataPlane | None = None
         self.socks: dict[int, socket.socket] = {}
@@ -63,7 +67,8 @@ class VethSwitch:
             self.dp = DataPlane(max_frame=self.max_frame)
             with self.ns.entered():
                 for p in self.port_ids:
-                    self.dp.add_port(PortConfig(port=p, interface=switch_if(p), buffer_bytes=self.buffer))
+                    cfg = PortConfig(port=p, interface=switch_if(p), buffer_bytes=self.buffer)
+                    self.dp.add_port(cfg, rx_blocks=self.rx_blocks, rx_block_timeout_ms=self.rx_block_timeout_ms)
                     if self._host_sockets:
                         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
                         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)

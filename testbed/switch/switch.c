@@ -33,6 +33,12 @@ static uint64_t mono_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 uint64_t dp_switch_now(const dp_switch *s) { return s->virtual_clock ? s->now_ns : mono_ns(); }
 
 dp_switch *dp_switch_new(uint32_t max_frame, int virtual_clock) {
@@ -92,7 +98,7 @@ static int open_socket(dp_port *p, const char *ifname, char *err, size_t errlen)
     req.tp_block_nr = p->block_nr;
     req.tp_frame_size = 2048; /* V3 packs frames of any size into a block; this only has to divide it */
     req.tp_frame_nr = (p->block_size / req.tp_frame_size) * p->block_nr;
-    req.tp_retire_blk_tov = 1; /* ms: a partly filled block is handed over after this */
+    req.tp_retire_blk_tov = p->block_timeout_ms; /* a partly filled block is handed over after this */
     if (setsockopt(fd, SOL_PACKET, PACKET_VERSION, &v3, sizeof(v3)) < 0) {
         step = "PACKET_VERSION";
         goto fail;
@@ -139,7 +145,7 @@ fail: {
 }
 
 int dp_switch_add_port(dp_switch *s, uint16_t port, const char *ifname, uint64_t buffer, uint32_t block_size,
-                       uint32_t block_nr, char *err, size_t errlen) {
+                       uint32_t block_nr, uint32_t block_timeout_ms, char *err, size_t errlen) {
     if (port >= DP_NUM_PORTS) {
         snprintf(err, errlen, "port %u out of range 0..%d", port, DP_NUM_PORTS - 1);
         return -EINVAL;
@@ -163,6 +169,7 @@ int dp_switch_add_port(dp_switch *s, uint16_t port, const char *ifname, uint64_t
     p->plain_peer = -1;
     p->block_size = block_size;
     p->block_nr = block_nr;
+    p->block_timeout_ms = block_timeout_ms ? block_timeout_ms : 1;
     if (dp_egress_init(&p->egress, port, buffer, s->max_frame) < 0) {
         free(p);
         snprintf(err, errlen, "no memory for the queues of port %u", port);
@@ -347,14 +354,27 @@ static void *dp_thread(void *arg) {
             work += rx_port(s, id, s->ports[id], DP_RX_BUDGET);
         }
         uint64_t now = mono_ns();
+        if (work != 0 && s->first_rx_ns == 0) {
+            s->first_rx_ns = now;
+            s->first_rx_cpu_ns = thread_cpu_ns();
+        }
         int blocked = 0;
+        uint32_t sent = 0;
         for (int i = 0; i < s->n_ports; i++) {
             dp_port *p = s->ports[s->port_ids[i]];
-            if (p->plain_peer >= 0) continue;
+            if (p->plain_peer >= 0) {
+                sent += work; /* the plain forwarder sent what it took */
+                continue;
+            }
             work += dp_egress_schedule(&p->egress, now, s->occupancy, &s->tables->counters[DP_CTR_FORWARDED],
                                        &next_event);
-            work += tx_port(s, p, now, &next_event);
+            sent += tx_port(s, p, now, &next_event);
             blocked |= p->tx_blocked;
+        }
+        work += sent;
+        if (sent != 0) {
+            s->last_tx_ns = mono_ns();
+            s->last_tx_cpu_ns = thread_cpu_ns();
         }
         if (now - last_stats > 100000000ull) {
             for (int i = 0; i < s->n_ports; i++) read_ring_drops(s->ports[s->port_ids[i]]);

@@ -27,7 +27,7 @@ typedef struct {
     char ifname[32];
     uint8_t *ring;
     size_t ring_len;
-    uint32_t block_size, block_nr;
+    uint32_t block_size, block_nr, block_timeout_ms;
     uint32_t block;         /* next block to read */
     uint32_t left;          /* frames left in the current block (0: none open) */
     uint8_t *next;          /* next frame header in the current block */
@@ -56,6 +56,8 @@ typedef struct {
     int virtual_clock;
     uint64_t now_ns;        /* virtual clock */
     uint64_t rounds, idle_waits;
+    uint64_t first_rx_ns, last_tx_ns; /* data-plane thread: first frame taken, last frame sent (benchmarks) */
+    uint64_t first_rx_cpu_ns, last_tx_cpu_ns; /* the same moments in the thread's CPU time */
 } dp_switch;
 
 dp_switch *dp_switch_new(uint32_t max_frame, int virtual_clock);
@@ -64,7 +66,7 @@ uint64_t dp_switch_now(const dp_switch *s);
 
 /* Adds a port; ifname NULL = virtual. Returns 0, or -errno with a message in err. */
 int dp_switch_add_port(dp_switch *s, uint16_t port, const char *ifname, uint64_t buffer, uint32_t block_size,
-                       uint32_t block_nr, char *err, size_t errlen);
+                       uint32_t block_nr, uint32_t block_timeout_ms, char *err, size_t errlen);
 
 int dp_switch_start(dp_switch *s, char *err, size_t errlen);
 void dp_switch_stop(dp_switch *s);

@@ -159,7 +159,8 @@ int main(int argc, char **argv) {
     dp_switch *s = dp_switch_new(MAX_FRAME, 1);
     char err[128];
     for (int p = 1; p <= NPORTS; p++) {
-        if (dp_switch_add_port(s, (uint16_t)p, NULL, 32768 + 65536 * (uint64_t)below(3), 0, 0, err, sizeof(err)) < 0) {
+        if (dp_switch_add_port(s, (uint16_t)p, NULL, 32768 + 65536 * (uint64_t)below(3), 0, 0, 0, err,
+                              sizeof(err)) < 0) {
             fprintf(stderr, "add_port: %s\n", err);
             return 2;
         }
@@ -212,7 +213,7 @@ int main(int argc, char **argv) {
         if (!busy) break;
     }
     /* the books: every frame is forwarded or dropped for a reason, every forwarded one sent or lost */
-    uint64_t rx = 0, ingress_drops = 0, enq = 0, sent = 0, lost = 0, sel = 0, buf = 0, trimmed = 0, left = 0;
+    uint64_t rx = 0, ingress_drops = 0, enq = 0, sent = 0, lost = 0, sel = 0, buf = 0, pushed = 0, trimmed = 0, left = 0;
     for (int p = 1; p <= NPORTS; p++) {
         dp_port_stats *st = &s->ports[p]->egress.stats;
         rx += st->rx;
@@ -223,15 +224,19 @@ int main(int argc, char **argv) {
             lost += st->cls[q].dropped[DP_DROP_LOSS];
             sel += st->cls[q].dropped[DP_DROP_SELECTIVE];
             buf += st->cls[q].dropped[DP_DROP_BUFFER];
+            pushed += st->cls[q].dropped[DP_DROP_PUSHED_OUT];
             trimmed += st->cls[q].trimmed;
             left += st->cls[q].depth;
         }
     }
     add_p4_counters(s->tables);
-    printf("frames=%llu forwarded=%llu dropped=%llu sent=%llu lost=%llu selective=%llu buffer=%llu trimmed=%llu",
+    printf("frames=%llu forwarded=%llu dropped=%llu sent=%llu lost=%llu selective=%llu buffer=%llu pushed_out=%llu "
+           "trimmed=%llu",
            (unsigned long long)frames, (unsigned long long)fwd, (unsigned long long)drop, (unsigned long long)sent,
-           (unsigned long long)lost, (unsigned long long)sel, (unsigned long long)buf, (unsigned long long)trimmed);
-    for (int r = 1; r < DP_NUM_REASONS; r++) printf(" %s=%llu", dp_reason_name(r), (unsigned long long)by_reason[r]);
+           (unsigned long long)lost, (unsigned long long)sel, (unsigned long long)buf, (unsigned long long)pushed,
+           (unsigned long long)trimmed);
+    for (int r = 1; r < DP_NUM_REASONS; r++)
+        if (r != DP_DROP_PUSHED_OUT) printf(" %s=%llu", dp_reason_name(r), (unsigned long long)by_reason[r]);
     printf("\n");
     int ok = 1;
 #define CHECK(c)                                                          \
@@ -244,10 +249,10 @@ int main(int argc, char **argv) {
     CHECK(fwd == enq);
     CHECK(drop == ingress_drops + sel + buf);
     CHECK(by_reason[DP_DROP_SELECTIVE] == sel && by_reason[DP_DROP_BUFFER] == buf);
-    CHECK(enq == sent + lost);
+    CHECK(enq == sent + lost + pushed);
     CHECK(sent == sent_frames && sent_bad == 0);
     CHECK(left == 0);
-    CHECK(p4_fwd == enq && p4_drop == sel && p4_trim == trimmed);
+    CHECK(p4_fwd == enq - pushed && p4_drop == sel && p4_trim == trimmed);
     free(f);
     dp_switch_free(s);
     return ok ? 0 : 1;

@@ -54,8 +54,8 @@ def test_a_million_frames_no_crash_no_report_all_counted(harness: Path) -> None:
     assert int(stats["frames"]) == FRAMES
     assert int(stats["forwarded"]) + int(stats["dropped"]) == FRAMES
     # the mix reaches every stage: forwarding, trimming, every drop the pipeline can take
-    for key in ("forwarded", "trimmed", "sent", "lost", "selective", "buffer", "not_ipv4", "ttl", "no_route",
-                "next_hop", "no_port", "oversize"):  # fmt: skip
+    for key in ("forwarded", "trimmed", "sent", "lost", "selective", "buffer", "pushed_out", "not_ipv4", "ttl",
+                "no_route", "next_hop", "no_port", "oversize"):  # fmt: skip
         assert int(stats[key]) > 0, key
 
 
