@@ -6,11 +6,15 @@ that class is trimmed (or dropped). It is sized so that, once the eligible packe
 are cut, the queue still has room for the packets that may not be cut (drop class 0,
 control, retransmissions) from every sender that can meet in it:
 
-    top(port) = buffer(port) // frame - fan_in(port) * burst_packets
+    top(port) = (buffer(port) // frame - fan_in(port) * burst_packets) // eligible_queues
 
 where ``fan_in`` is how many of the job's senders can reach that egress port
 (:meth:`dlcp.controller.paths.Paths.fan_in`): in PS mode all the workers at a
-server's port (the incast), in ring mode one neighbour. The switch's top threshold
+server's port (the incast), in ring mode the two neighbours (data one way, control
+the other). The port's buffer is shared by its queues while the thresholds are per
+queue, so the room above the headroom is divided among the job's drop-eligible
+queues: the eligible packets are cut before the shared buffer overflows, whichever
+of its queues they fill. The switch's top threshold
 for the job is the smallest over the ports its traffic leaves by, at least 1; drop
 class ``d`` gets ``top * (4 - d) // 3`` (class 3, the smallest gradients, first).
 A job may fix any class instead (``[job.switch] thresholds``; checked against the
@@ -33,11 +37,12 @@ from dlcp.protocol import NUM_DROP_CLASSES
 def job_thresholds(fabric: Fabric, paths: Paths, job: JobSpec, switch: str) -> dict[int, int]:
     """Drop class -> threshold (packets) for ``job`` on ``switch``; empty if its traffic does not pass there."""
     fan = paths.fan_in(job.pairs())
+    queues = max(1, len(eligible_queues(job)))
     tops = []
     for (sw, port), senders in fan.items():
         if sw == switch:
             capacity = fabric.link_of(sw, port).buffer_bytes // job.frame_bytes
-            tops.append(capacity - senders * job.switch.burst_packets)
+            tops.append((capacity - senders * job.switch.burst_packets) // queues)
     if not tops:
         return {}
     top = max(1, min(tops))

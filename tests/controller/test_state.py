@@ -44,8 +44,8 @@ def test_thresholds_are_sized_for_the_incast_at_the_servers_port() -> None:
     capacity = (1 << 20) // frame
     ps_t = selective_drop.job_thresholds(ps, Paths(ps), ps.jobs[7], "s1")
     ring_t = selective_drop.job_thresholds(ring, Paths(ring), ring.jobs[7], "s1")
-    assert ps_t == {1: capacity - 4 * 4}, "four workers push into the server's port"
-    assert ring_t == {1: capacity - 2 * 4}, "two neighbours send into each port (data one way, control back)"
+    assert ps_t == {1: (capacity - 4 * 4) // 3}, "four workers push into the server's port, over three queues"
+    assert ring_t == {1: (capacity - 2 * 4) // 3}, "two neighbours send into each port (data one way, control back)"
     fan = Paths(ps).fan_in(ps.jobs[7].pairs())
     assert fan[("s1", 5)] == 4 and fan[("s1", 1)] == 1
 
@@ -54,7 +54,7 @@ def test_more_drop_classes_and_explicit_thresholds() -> None:
     extra = "[job.policy.push]\ndrop_quantiles = [0.25, 0.5, 0.75]\n[job.switch]\nthresholds = { 3 = 10 }\n"
     f = load(STAR, job("ps", extra))
     t = selective_drop.job_thresholds(f, Paths(f), f.jobs[7], "s1")
-    top = (1 << 20) // f.jobs[7].frame_bytes - 16
+    top = ((1 << 20) // f.jobs[7].frame_bytes - 16) // 3
     assert t == {1: top, 2: top * 2 // 3, 3: 10}
     entries = selective_drop.entries(f, Paths(f), "s1")
     assert len(entries) == 3 * 3, "three push queues x three drop classes"
