@@ -265,3 +265,18 @@ def test_without_rollback_support_the_exact_applied_list_is_reported(
     assert len(out.applied) == 29 and not out.skipped
     assert "29 applied" in report.error
     assert report.summary["inserted"] == 29
+
+
+def test_changed_setting_is_a_modify_in_place(switches: Switches) -> None:
+    sw = switches()
+    configure(star(sw, PS_JOB))
+    explicit = PS_JOB + "[job.switch]\nthresholds = { 1 = 5 }\n"
+    report = configure(star(sw, explicit))
+    assert report.summary == {"inserted": 0, "modified": 3, "deleted": 0, "unchanged": 27}
+    assert {c.note for c in report.changes} == {f"queue {q} drop class 1: trim above 5 packets" for q in (1, 2, 3)}
+    fab = star(sw, explicit)
+    sw.dp.pause(4, 3)
+    trimmed = [sw.dp.inject(1, dlcp_frame(fab, "h1", "h4", priority=6, drop_class=1, seq=s)).trimmed for s in range(8)]
+    sw.dp.pause(4, 3, False)
+    sw.dp.drain()
+    assert trimmed == [False] * 6 + [True] * 2, "trimmed above 5 packets in the queue"

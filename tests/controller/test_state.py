@@ -90,3 +90,24 @@ def test_features_off_means_no_entries_for_the_job() -> None:
 def test_default_port_needs_no_port_entry() -> None:
     f = load(STAR, job("ps").replace("port = 19107", "port = 19110"))
     assert not [e for e in state.desired(f)["s1"] if "UDP port" in e.note]
+
+
+def test_per_job_counts_delivery_once_however_many_switches_a_packet_crosses() -> None:
+    from dlcp.controller import counters
+
+    ls = '[topology]\nkind = "leaf-spine"\nleaves = 2\nspines = 1\nhosts_per_leaf = 2\n'
+    f = load(ls, job("ring", workers='["h1", "h3"]'), job("ring", workers='["h1", "h2"]', jid=8))
+    owners = counters.attribution(f)
+    assert owners[("leaf1", 3, 1)] == (7,), "leaf1's uplink carries only job 7"
+    assert owners[("leaf1", 1, 1)] == (7, 8), "h1's port is shared"
+
+    def cell(sw: str, port: int, fwd: int, trim: int = 0) -> counters.Cell:
+        values = {"forwarded": (fwd, fwd * 100), "dropped": (0, 0), "trimmed": (trim, trim * 100)}
+        return counters.Cell(sw, port, 1, owners[(sw, port, 1)], values)
+
+    # 10 packets h1 -> h3 cross leaf1 (uplink), spine1 and leaf2 (to h3); 2 were trimmed at the spine.
+    cells = [cell("leaf1", 3, 10), cell("spine1", 2, 10, trim=2), cell("leaf2", 1, 10), cell("leaf1", 1, 4)]
+    jobs = counters.per_job(f, cells)
+    assert jobs[7]["delivered"] == {"packets": 10, "bytes": 1000}
+    assert jobs[7]["trimmed"]["packets"] == 2 and jobs[7]["shared_cells"] == 1
+    assert jobs[8]["delivered"]["packets"] == 0 and jobs[8]["shared_cells"] == 1
