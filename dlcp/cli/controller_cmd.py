@@ -17,8 +17,8 @@ log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from dlcp.controller.session import DEFAULT_ELECTION_ID, DEFAULT_TIMEOUT_S
-
+    # Nothing from dlcp.controller is imported here: registering every area must stay cheap and
+    # must not depend on the controller's dependencies. Defaults are filled in by _load.
     area = sub.add_parser("controller", help="configure DLCP switches over P4Runtime for PS or ring jobs")
     verbs = area.add_subparsers(dest="verb", metavar="VERB", required=True)
     fmt = argparse.ArgumentDefaultsHelpFormatter
@@ -26,10 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     def common(p: argparse.ArgumentParser, election: bool = True) -> None:
         p.add_argument("config", type=Path, metavar="CONFIG", help="fabric file (TOML)")
         p.add_argument("--json", action="store_true", help="print the result as JSON")
-        p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds a switch has to answer")
+        p.add_argument("--timeout", type=float, help="seconds a switch has to answer (default: the controller's, 10)")
         p.add_argument("--switch", action="append", metavar="NAME", help="only this switch (repeatable)")
         if election:
-            p.add_argument("--election-id", type=int, default=DEFAULT_ELECTION_ID, help="P4Runtime election id")
+            p.add_argument("--election-id", type=int, help="P4Runtime election id (default: the controller's, 10)")
 
     ap = verbs.add_parser(
         "apply", help="write the difference between each switch and the configuration", formatter_class=fmt
@@ -70,7 +70,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def _load(args: argparse.Namespace) -> Any:
     from dlcp.controller import fabric
+    from dlcp.controller.session import DEFAULT_ELECTION_ID, DEFAULT_TIMEOUT_S
 
+    if args.timeout is None:
+        args.timeout = DEFAULT_TIMEOUT_S
+    if getattr(args, "election_id", 1) is None:
+        args.election_id = DEFAULT_ELECTION_ID
     if args.timeout <= 0:
         raise ValueError(f"--timeout: must be positive, got {args.timeout}")
     if getattr(args, "election_id", 1) < 1:
