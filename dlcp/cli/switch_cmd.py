@@ -16,7 +16,8 @@ log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from dlcp.testbed.switch import config
+    from dlcp import switch_limits as config
+    from dlcp.bench import switch as bench
 
     area = sub.add_parser("switch", help="DLCP's software switch: run it, read its statistics, benchmark it")
     verbs = area.add_subparsers(dest="verb", metavar="VERB", required=True)
@@ -79,9 +80,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="packets/s and Gbit/s of the switch, a plain forwarder and BMv2 on veths (needs root)",
         formatter_class=fmt,
     )
-    b.add_argument("--sizes", default=",".join(map(str, config.BENCH_SIZES)), help="frame sizes in bytes")
-    b.add_argument("--systems", default=",".join(config.BENCH_SYSTEMS), help=f"of {', '.join(config.BENCH_SYSTEMS)}")
-    b.add_argument("--modes", default=",".join(config.BENCH_MODES), help=f"of {', '.join(config.BENCH_MODES)}")
+    b.add_argument("--sizes", default=",".join(map(str, bench.SIZES)), help="frame sizes in bytes")
+    b.add_argument("--systems", default=",".join(bench.SYSTEMS), help=f"of {', '.join(bench.SYSTEMS)}")
+    b.add_argument("--modes", default=",".join(bench.MODES), help=f"of {', '.join(bench.MODES)}")
     b.add_argument("--seconds", type=float, default=2.0, help="length of a stream run")
     b.add_argument("--repeat", type=int, default=3, help="runs of each; the median is kept")
     b.add_argument("--ring-mib", type=int, default=64, help="receive ring per port in MiB (drain mode fills it)")
@@ -241,7 +242,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from dlcp.testbed.switch import bench
+    from dlcp.bench import switch as bench
 
     try:
         sizes = tuple(int(s) for s in args.sizes.split(","))

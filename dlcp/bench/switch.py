@@ -1,5 +1,8 @@
 """``dlcp switch bench``: forwarding speed of the software switch, against baselines measured in the same run.
 
+An application on top of the testbed: the switch, its veth rig and the sender
+come from ``dlcp.testbed.switch`` (imported when a benchmark runs).
+
 A 2-port switch on veth pairs in a namespace of its own (``dlcpS1``/``dlcpH1``,
 ``dlcpS2``/``dlcpH2``); a C sender (AF_PACKET, ``sendmmsg`` batches) sends into
 ``dlcpH1``, and what comes out is read off ``dlcpH2``'s kernel counters (no
@@ -40,22 +43,21 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlcp.frames import build_udp_frame
 from dlcp.p4 import names, tools, vectors
 from dlcp.protocol import UDP_PORT, PacketType
-from dlcp.testbed.switch import _dataplane as _c  # type: ignore[attr-defined]
-from dlcp.testbed.switch import vector_run
-from dlcp.testbed.switch.config import BENCH_MODES, BENCH_SIZES, BENCH_SYSTEMS
-from dlcp.testbed.switch.rig import VethSwitch, host_if
 from dlcp.wire import Header
+
+if TYPE_CHECKING:
+    from dlcp.testbed.switch.rig import VethSwitch
 
 log = logging.getLogger(__name__)
 
-SIZES = BENCH_SIZES
-SYSTEMS = BENCH_SYSTEMS
-MODES = BENCH_MODES
+SIZES = (64, 1500, 9000)
+SYSTEMS = ("dlcp", "plain", "bmv2")
+MODES = ("drain", "stream")
 SEND_BATCH = 64
 TEMPLATES = 64
 _BLOCK = 1 << 20
@@ -150,10 +152,14 @@ def ring_frames(size: int, blocks: int) -> int:
     return ((_BLOCK - 64) // per) * max(1, blocks - 2)
 
 
-def _blast(ns_enter: Callable[[], Any], frames: list[bytes], count: int, seconds: float) -> tuple[int, float]:
+def _blast(
+    ns_enter: Callable[[], Any], ifname: str, frames: list[bytes], count: int, seconds: float
+) -> tuple[int, float]:
+    from dlcp.testbed.switch import _dataplane as _c  # type: ignore[attr-defined]
+
     t0 = time.monotonic()
     with ns_enter():
-        sent = int(_c.blast(host_if(1), frames, count, seconds, SEND_BATCH))
+        sent = int(_c.blast(ifname, frames, count, seconds, SEND_BATCH))
     return sent, time.monotonic() - t0
 
 
@@ -166,6 +172,9 @@ class DlcpTarget:
 
     @contextmanager
     def open(self) -> Iterator[VethSwitch]:
+        from dlcp.testbed.switch import vector_run
+        from dlcp.testbed.switch.rig import VethSwitch
+
         with VethSwitch(
             [1, 2],
             host_sockets=False,
@@ -182,13 +191,15 @@ class DlcpTarget:
             yield rig
 
     def drain(self, rig: VethSwitch, size: int) -> BenchResult:
+        from dlcp.testbed.switch.rig import host_if
+
         dp = rig.switch
         dp.stop()
         count = ring_frames(size, self.ring_blocks)
         frames = frames_of(size)
         before = rig.ns.link_stats(host_if(2))["rx_packets"]
         ring0 = rig.switch.stats()["ports"][1]["ring_dropped"]
-        sent, blast_s = _blast(rig.ns.entered, frames, count, 60.0)
+        sent, blast_s = _blast(rig.ns.entered, host_if(1), frames, count, 60.0)
         time.sleep(1.5 * DRAIN_BLOCK_TIMEOUT_MS / 1000)  # the kernel closes the last block on its timer
         dp.reset_timing()
         dp.start()
@@ -206,13 +217,15 @@ class DlcpTarget:
         return _result(self.name, "drain", size, out, secs, sent / blast_s, note, _cpu_s(st))
 
     def stream(self, rig: VethSwitch, size: int, seconds: float) -> BenchResult:
+        from dlcp.testbed.switch.rig import host_if
+
         dp = rig.switch
         if not dp.running:
             dp.start()
         frames = frames_of(size)
         before = rig.ns.link_stats(host_if(2))["rx_packets"]
         dp.reset_timing()
-        sent, secs = _blast(rig.ns.entered, frames, 1 << 62, seconds)
+        sent, secs = _blast(rig.ns.entered, host_if(1), frames, 1 << 62, seconds)
         time.sleep(0.05)
         out = rig.ns.link_stats(host_if(2))["rx_packets"] - before
         note = "sender-limited" if out >= 0.95 * sent else ""
@@ -255,11 +268,7 @@ def bench_bmv2(sizes: tuple[int, ...], seconds: float) -> list[BenchResult]:
                 sw.install(e)
             for size in sizes:
                 sw.receive(0.1)
-                frames = frames_of(size)
-                t0 = time.monotonic()
-                with sw.ns.entered():
-                    sent = int(_c.blast(sw.ns.host_if(1), frames, 1 << 62, seconds, SEND_BATCH))
-                secs = time.monotonic() - t0
+                sent, secs = _blast(sw.ns.entered, sw.ns.host_if(1), frames_of(size), 1 << 62, seconds)
                 got = len([f for f in sw.receive(1.0) if f.port == 2])
                 out.append(_result("bmv2", "stream", size, got, secs, sent / secs, ""))
     return out
