@@ -19,6 +19,7 @@ AREAS: tuple[str, ...] = (
     "dlcp.cli.p4_cmd",
     "dlcp.cli.sim_cmd",
     "dlcp.cli.switch_cmd",
+    "dlcp.cli.controller_cmd",
 )
 
 
