@@ -2,11 +2,13 @@
 
 ``"10gbit"``, ``"512KiB"``, ``"100us"``; a bare number is bit/s, bytes or seconds.
 Errors are :class:`ValueError` naming ``what`` (the field), the text and the units
-that are understood.
+that are understood. Infinities, NaN and quantities too large for a float are refused
+the same way (TOML writes ``inf`` and ``nan``; ``"1e400gbit"`` overflows).
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 _RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
@@ -19,12 +21,20 @@ def _quantity(value: object, units: dict[str, int], what: str, bare: str) -> flo
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"{what}: expected a number or a string with a unit, got {value!r}")
     if isinstance(value, int | float):
-        return float(value) * units[bare]
-    m = _NUMBER.match(value)
-    unit = (m.group(2) if m else "").lower() or bare
-    if m is None or unit not in units:
-        raise ValueError(f"{what}: cannot read {value!r} (units: {', '.join(u for u in units if u)})")
-    return float(m.group(1)) * units[unit]
+        number, unit = value, bare
+    else:
+        m = _NUMBER.match(value)
+        unit = (m.group(2) if m else "").lower() or bare
+        if m is None or unit not in units:
+            raise ValueError(f"{what}: cannot read {value!r} (units: {', '.join(u for u in units if u)})")
+        number = float(m.group(1))
+    try:
+        q = float(number) * units[unit]
+    except OverflowError:  # an int beyond a float's range
+        q = math.inf
+    if not math.isfinite(q):
+        raise ValueError(f"{what}: {value!r} is not a finite quantity")
+    return q
 
 
 def parse_rate(value: object, what: str = "rate") -> int:
@@ -45,9 +55,9 @@ def parse_size(value: object, what: str = "size") -> int:
 
 def parse_duration(value: object, what: str = "delay") -> int:
     """Nanoseconds, at least 0: ``"100us"``, ``"1.5ms"``; a bare number is seconds."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        value = f"{value}s"
     ns = _quantity(value, _TIME_UNITS, what, "s")
+    if ns < 0:
+        raise ValueError(f"{what}: {value!r} is negative")
     return int(ns)
 
 

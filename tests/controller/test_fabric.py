@@ -142,6 +142,8 @@ JOB2 = '[[job]]\nid = 8\nmode = "ring"\nworkers = ["h1", "h2"]\n[job.transport]\
         (('grpc = "127.0.0.1:9560"', 'grpc = "127.0.0.1:9559"'), "switch.s2.grpc: 127.0.0.1:9559 device 1 is also"),
         (('buffer = "256KiB"', 'buffer = "1KiB"'), "link.s1-s2.buffer: 1 KiB cannot hold one frame"),
         (('rate = "1gbit"', 'rate = "fast"'), "link.s1-s2.rate: cannot read 'fast'"),
+        (('rate = "1gbit"', "rate = inf"), "link.s1-s2.rate: inf is not a finite quantity"),
+        (('buffer = "256KiB"', 'buffer = "1e400"'), "link.s1-s2.buffer: '1e400' is not a finite quantity"),
         (("[job.transport]", '[job.switch]\non_congestion = "drop"\n[job.transport]'), None),
         (
             ("", JOB2.format(port=19200) + '[job.switch]\non_congestion = "drop"'),
