@@ -175,10 +175,7 @@ def build_config(args: argparse.Namespace) -> Any:
         over["seed"] = args.seed
     if args.stats_dir is not None:
         over["stats_dir"] = args.stats_dir
-    try:
-        return replace(cfg, **over).validate()
-    except c.ConfigError as exc:
-        raise c.ConfigError(f"--port: {exc}") from None
+    return replace(cfg, **over).validate()
 
 
 def _run(args: argparse.Namespace) -> int:

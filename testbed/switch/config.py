@@ -20,13 +20,14 @@ valid range (:class:`ConfigError`, a ``ValueError``: exit code 2 from the CLI).
 
 from __future__ import annotations
 
-import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dlcp import switch_limits as limits
+from dlcp import units
 from dlcp.protocol import NUM_PRIORITY_CLASSES
 
 # Limits and defaults live in the core, where the CLI reads them too.
@@ -49,49 +50,45 @@ class ConfigError(ValueError):
     """A setting is out of range or malformed; the message names it."""
 
 
-_RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
-_TIME_UNITS = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9}
-_SIZE_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
-_NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
-
-
-def _number(text: str, units: dict[str, int], what: str, default_unit: str) -> float:
-    m = _NUMBER.match(text)
-    unit = (m.group(2) if m else "").lower() or default_unit
-    if m is None or unit not in units:
-        raise ConfigError(f"{what}: cannot read {text!r} (units: {', '.join(u for u in units if u)})")
-    return float(m.group(1)) * units[unit]
-
-
 def _check(value: float, lo: float, hi: float, what: str, shown: str) -> None:
     if not lo <= value <= hi:
         raise ConfigError(f"{what}: {shown} is out of range {lo:g}..{hi:g}")
 
 
-def parse_rate(text: str | int | float, what: str = "rate") -> int:
+def _quantity(parse: Callable[[object, str], int], value: object, what: str) -> int:
+    """A quantity read by :mod:`dlcp.units` (the one reader of units), its errors as :class:`ConfigError`."""
+    try:
+        return parse(value, what)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def parse_rate(text: object, what: str = "rate") -> int:
     """Bits per second: ``1gbit``, ``100mbit``, ``2.5gbit`` or a number of bit/s."""
-    bps = float(text) if isinstance(text, int | float) else _number(text, _RATE_UNITS, what, "bit")
+    bps = _quantity(units.parse_rate, text, what)
     _check(bps, MIN_RATE_BPS, MAX_RATE_BPS, what, f"{text} ({bps:g} bit/s)")
-    return int(bps)
+    return bps
 
 
-def parse_delay(text: str | int | float, what: str = "delay") -> int:
+def parse_delay(text: object, what: str = "delay") -> int:
     """Nanoseconds: ``100us``, ``1.5ms``, ``0``; a bare number is in seconds."""
-    ns = float(text) * 1e9 if isinstance(text, int | float) else _number(text, _TIME_UNITS, what, "s")
+    ns = _quantity(units.parse_duration, text, what)
     _check(ns, 0, MAX_DELAY_NS, what, f"{text} ({ns:g} ns)")
-    return int(ns)
+    return ns
 
 
-def parse_size(text: str | int, what: str = "buffer", lo: int = MIN_BUFFER, hi: int = MAX_BUFFER) -> int:
+def parse_size(text: object, what: str = "buffer", lo: int = MIN_BUFFER, hi: int = MAX_BUFFER) -> int:
     """Bytes: ``4MiB``, ``256KiB``, ``1mb`` or a number of bytes."""
-    n = float(text) if isinstance(text, int) else _number(text, _SIZE_UNITS, what, "")
+    n = _quantity(units.parse_size, text, what)
     _check(n, lo, hi, what, f"{text} ({n:g} B)")
-    return int(n)
+    return n
 
 
-def parse_probability(text: str | int | float, what: str = "loss") -> float:
+def parse_probability(text: object, what: str = "loss") -> float:
     """A probability: ``0.01`` or ``1%``."""
     try:
+        if isinstance(text, bool) or not isinstance(text, str | int | float):
+            raise ValueError
         if isinstance(text, str) and text.strip().endswith("%"):
             p = float(text.strip()[:-1]) / 100
         else:
@@ -102,13 +99,29 @@ def parse_probability(text: str | int | float, what: str = "loss") -> float:
     return p
 
 
-def parse_port(text: str | int, what: str = "port") -> int:
-    try:
+def parse_port(text: object, what: str = "port") -> int:
+    """A port number: an integer (TOML) or its digits (the command line)."""
+    if isinstance(text, str) and text.strip().isdigit():
         port = int(text)
-    except ValueError:
-        raise ConfigError(f"{what}: port {text!r} is not a number") from None
+    elif isinstance(text, int) and not isinstance(text, bool):
+        port = text
+    else:
+        raise ConfigError(f"{what}: port {text!r} is not a number")
     _check(port, 0, MAX_PORT, what, f"port {port}")
     return port
+
+
+def _integer(doc: dict[str, Any], key: str, default: int, source: str) -> int:
+    value = doc.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{source}: {key}: expected an integer, got {value!r}")
+    return value
+
+
+def _text(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{what}: expected a string, got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -164,6 +177,7 @@ class SwitchConfig:
             if len(p.loss) != NUM_PRIORITY_CLASSES:
                 raise ConfigError(f"loss of port {p.port}: needs {NUM_PRIORITY_CLASSES} classes")
         _check(self.device_id, 1, (1 << 64) - 1, "device_id", str(self.device_id))
+        _check(self.seed, 0, (1 << 64) - 1, "seed", str(self.seed))
         _check(self.max_frame, 64, MAX_MAX_FRAME, "max_frame", str(self.max_frame))
         if self.rx_block_bytes & (self.rx_block_bytes - 1) or self.rx_block_bytes < 2 * self.max_frame:
             raise ConfigError(
@@ -201,16 +215,18 @@ def _loss(value: Any, what: str) -> tuple[float, ...]:
 
 
 def from_dict(doc: dict[str, Any], source: str = "config") -> SwitchConfig:
-    """A :class:`SwitchConfig` from parsed TOML; unknown keys are refused."""
+    """A :class:`SwitchConfig` from parsed TOML; unknown keys and values of the wrong type are refused."""
     known = {"device_id", "grpc", "buffer", "seed", "max_frame", "rx_block_bytes", "rx_blocks", "stats_dir", "port"}
     unknown = set(doc) - known
     if unknown:
         raise ConfigError(f"{source}: unknown settings {sorted(unknown)} (known: {sorted(known)})")
-    max_frame = int(doc.get("max_frame", DEFAULT_MAX_FRAME))
     default_buffer = parse_size(doc["buffer"], f"{source}: buffer") if "buffer" in doc else DEFAULT_BUFFER
     ports = []
     port_keys = {"id", "interface", "rate", "burst", "buffer", "delay", "loss"}
-    for i, p in enumerate(doc.get("port", [])):
+    port_list = doc.get("port", [])
+    if not isinstance(port_list, list):
+        raise ConfigError(f"{source}: port: expected [[port]] tables, got {port_list!r}")
+    for i, p in enumerate(port_list):
         where = f"{source}: port[{i}]"
         if not isinstance(p, dict) or "id" not in p or "interface" not in p:
             raise ConfigError(f"{where}: needs id and interface")
@@ -221,7 +237,7 @@ def from_dict(doc: dict[str, Any], source: str = "config") -> SwitchConfig:
         ports.append(
             PortConfig(
                 port=parse_port(p["id"], f"{where}.id"),
-                interface=str(p["interface"]),
+                interface=_text(p["interface"], f"{where}.interface"),
                 buffer_bytes=parse_size(p["buffer"], f"{where}.buffer") if "buffer" in p else default_buffer,
                 rate_bps=rate,
                 burst_bytes=parse_size(p["burst"], f"{where}.burst", 64, MAX_BUFFER) if "burst" in p else 0,
@@ -231,15 +247,18 @@ def from_dict(doc: dict[str, Any], source: str = "config") -> SwitchConfig:
         )
     cfg = SwitchConfig(
         ports=tuple(ports),
-        device_id=int(doc.get("device_id", 1)),
-        grpc=str(doc["grpc"]) if "grpc" in doc else None,
-        seed=int(doc.get("seed", 0)),
-        max_frame=max_frame,
-        rx_block_bytes=int(doc.get("rx_block_bytes", DEFAULT_RX_BLOCK)),
-        rx_blocks=int(doc.get("rx_blocks", DEFAULT_RX_BLOCKS)),
-        stats_dir=Path(doc.get("stats_dir", DEFAULT_STATS_DIR)),
+        device_id=_integer(doc, "device_id", 1, source),
+        grpc=_text(doc["grpc"], f"{source}: grpc") if "grpc" in doc else None,
+        seed=_integer(doc, "seed", 0, source),
+        max_frame=_integer(doc, "max_frame", DEFAULT_MAX_FRAME, source),
+        rx_block_bytes=_integer(doc, "rx_block_bytes", DEFAULT_RX_BLOCK, source),
+        rx_blocks=_integer(doc, "rx_blocks", DEFAULT_RX_BLOCKS, source),
+        stats_dir=Path(_text(doc["stats_dir"], f"{source}: stats_dir")) if "stats_dir" in doc else DEFAULT_STATS_DIR,
     )
-    return cfg.validate()
+    try:
+        return cfg.validate()
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
 
 
 def load(path: Path) -> SwitchConfig:

@@ -24,23 +24,28 @@ from dlcp.testbed.switch import stats
     [
         ([], "--port"),
         (["--port", "1=dlcpNoSuch"], "--port 1=dlcpNoSuch: no interface"),
-        (["--port", "1=lo", "--port", "1=lo"], "port 1 is given twice"),
-        (["--port", "1=lo", "--port", "2=lo"], "interface lo is given for ports 1 and 2"),
-        (["--port", "1=lo", "--rate", "1=5qbit"], "--rate 1=5qbit"),
-        (["--port", "1=lo", "--rate", "1=10bit"], "out of range"),
-        (["--port", "1=lo", "--rate", "2=1gbit"], "--rate 2=1gbit: no port 2"),
-        (["--port", "1=lo", "--buffer", "100"], "--buffer 100"),
-        (["--port", "1=lo", "--buffer", "1=1GiB"], "--buffer 1=1GiB"),
-        (["--port", "1=lo", "--loss", "1=1.5"], "--loss 1=1.5"),
-        (["--port", "1=lo", "--loss", "1:9=0.1"], "class 9 is out of range"),
-        (["--port", "1=lo", "--delay", "1=20s"], "--delay 1=20s"),
-        (["--port", "600=lo"], "--port 600=lo"),
-        (["--port", "1=lo", "--grpc", "nohost"], "--grpc"),
+        (["--port", "1=dlcpNoSuch", "--port", "1=dlcpNoSuch"], "port 1 is given twice"),
+        (["--port", "1=dlcpNoSuch", "--port", "2=dlcpNoSuch"], "interface dlcpNoSuch is given for ports 1 and 2"),
+        (["--port", "1=dlcpNoSuch", "--rate", "1=5qbit"], "--rate 1=5qbit"),
+        (["--port", "1=dlcpNoSuch", "--rate", "1=10bit"], "--rate 1=10bit: '10bit' is below 1kbit"),
+        (["--port", "1=dlcpNoSuch", "--rate", "1=2tbit"], "--rate 1=2tbit: 2tbit (2e+12 bit/s) is out of range"),
+        (["--port", "1=dlcpNoSuch", "--buffer", "1e400"], "--buffer 1e400: '1e400' is not a finite quantity"),
+        (["--port", "1=dlcpNoSuch", "--seed", "-1"], "seed: -1 is out of range"),
+        (["--port", "1=dlcpNoSuch", "--rate", "2=1gbit"], "--rate 2=1gbit: no port 2"),
+        (["--port", "1=dlcpNoSuch", "--buffer", "100"], "--buffer 100"),
+        (["--port", "1=dlcpNoSuch", "--buffer", "1=1GiB"], "--buffer 1=1GiB"),
+        (["--port", "1=dlcpNoSuch", "--loss", "1=1.5"], "--loss 1=1.5"),
+        (["--port", "1=dlcpNoSuch", "--loss", "1:9=0.1"], "class 9 is out of range"),
+        (["--port", "1=dlcpNoSuch", "--delay", "1=20s"], "--delay 1=20s"),
+        (["--port", "600=dlcpNoSuch"], "--port 600=dlcpNoSuch"),
+        (["--port", "1=dlcpNoSuch", "--grpc", "nohost"], "--grpc"),
     ],
 )
 def test_bad_input_is_refused_naming_the_argument(
     argv: list[str], named: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    # No interface here exists: were a check missing, the run stops at the interfaces (and this
+    # test fails on the message) instead of starting a switch on a real interface.
     assert main(["switch", "run", "--stats-dir", str(tmp_path), *argv]) == 2
     err = capsys.readouterr().err
     assert named in err, err
@@ -49,7 +54,7 @@ def test_bad_input_is_refused_naming_the_argument(
 
 def test_config_file_errors_name_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = tmp_path / "sw.toml"
-    cfg.write_text('[[port]]\nid = 1\ninterface = "lo"\nrate = "fast"\n')
+    cfg.write_text('[[port]]\nid = 1\ninterface = "dlcpNoSuch"\nrate = "fast"\n')
     assert main(["switch", "run", "--config", str(cfg)]) == 2
     assert f"{cfg}: port[0].rate" in capsys.readouterr().err
 
