@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from dlcp import config as host_config
+from dlcp import switch_limits
 from dlcp.config import ConfigError
 from dlcp.controller import topologies
 from dlcp.controller.model import (
@@ -60,14 +61,14 @@ from dlcp.controller.model import (
     mac_text,
 )
 from dlcp.controller.paths import Paths
-from dlcp.p4 import sizes
+from dlcp.frames import ETH_HEADER
 from dlcp.protocol import NUM_DROP_CLASSES, UDP_PORT
 from dlcp.units import format_size, parse_duration, parse_rate, parse_size
 
-MAX_PORT = (1 << sizes.PORT_BITS) - 2
+MAX_PORT = switch_limits.MAX_PORT
 """Highest switch port: ports are 9 bits and v1model reserves 511 as its drop port."""
-MTU_RANGE = (576, 9202)
-"""IPv4's minimum to a 9216-byte jumbo frame (the software switch's largest) less Ethernet."""
+MTU_RANGE = (576, switch_limits.DEFAULT_MAX_FRAME - ETH_HEADER.size)
+"""IPv4's minimum to the software switch's largest frame (a 9216-byte jumbo frame) less Ethernet."""
 TARGETS = ("dlcp", "bmv2", "tofino")
 DEFAULTS: dict[str, Any] = {"target": "dlcp", "buffer": "4MiB", "mtu": 9000}
 ADDRESSES: dict[str, Any] = {
@@ -256,7 +257,7 @@ def _link(name: str, e: dict[str, Any], defaults: dict[str, Any], where: str, er
         loss = 0.0
     mtu = _int(e.get("mtu", defaults["mtu"]), f"{where}.mtu", *MTU_RANGE, errs) or MTU_RANGE[1]
     buffer = _quantity(parse_size, e.get("buffer", defaults["buffer"]), f"{where}.buffer", errs) or 1 << 22
-    if buffer < mtu + 14:
+    if buffer < mtu + ETH_HEADER.size:
         errs.append(f"{where}.buffer: {format_size(buffer)} cannot hold one frame of the link's MTU ({mtu} B)")
     return LinkSpec(
         name=name,

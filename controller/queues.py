@@ -16,9 +16,9 @@ import logging
 from dataclasses import dataclass
 
 from dlcp.controller.model import Fabric, SwitchSpec
+from dlcp.frames import ETH_HEADER
 
 log = logging.getLogger(__name__)
-ETHERNET = 14
 
 
 class QueueError(Exception):
@@ -36,7 +36,7 @@ def bmv2_settings(fabric: Fabric, spec: SwitchSpec) -> list[PortQueue]:
     out = []
     for port in sorted(spec.ports):
         link = fabric.link_of(spec.name, port)
-        frame = link.mtu + ETHERNET
+        frame = link.mtu + ETH_HEADER.size
         rate = None if link.rate_bps is None else max(1, link.rate_bps // (8 * frame))
         out.append(PortQueue(port, max(1, link.buffer_bytes // frame), rate))
     return out
