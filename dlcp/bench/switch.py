@@ -1,7 +1,8 @@
 """``dlcp switch bench``: forwarding speed of the software switch, against baselines measured in the same run.
 
-An application on top of the testbed: the switch, its veth rig and the sender
-come from ``dlcp.testbed.switch`` (imported when a benchmark runs).
+An application on top of the testbed: the switch and the sender come from
+``dlcp.testbed.switch``, its veth rig from ``dlcp.testbed.rig`` and BMv2's from
+``dlcp.testbed.bmv2`` (imported when a benchmark runs).
 
 A 2-port switch on veth pairs in a namespace of its own (``dlcpS1``/``dlcpH1``,
 ``dlcpS2``/``dlcpH2``); a C sender (AF_PACKET, ``sendmmsg`` batches) sends into
@@ -45,13 +46,13 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import TYPE_CHECKING, Any
 
-from dlcp.frames import build_udp_frame
+from dlcp.frames import ETH_HEADER, IPV4_HEADER, UDP_HEADER, build_udp_frame
 from dlcp.p4 import names, tools, vectors
 from dlcp.protocol import UDP_PORT, PacketType
 from dlcp.wire import Header
 
 if TYPE_CHECKING:
-    from dlcp.testbed.switch.rig import VethSwitch
+    from dlcp.testbed.rig import VethSwitch
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ TEMPLATES = 64
 _BLOCK = 1 << 20
 DRAIN_BLOCK_TIMEOUT_MS = 200
 """Drain mode fills the ring with the switch stopped: blocks must close when full, not on a 1 ms timer."""
-_TPACKET3_FRAME_OVERHEAD = 96 - 14  # header + sockaddr_ll, aligned; the frame then starts at its MAC header
+_TPACKET3_FRAME_OVERHEAD = 96 - ETH_HEADER.size  # header + sockaddr_ll, aligned; the frame starts at its MAC header
 
 
 @dataclass
@@ -90,7 +91,7 @@ def frames_of(size: int, count: int = TEMPLATES) -> list[bytes]:
     out = []
     for i in range(count):
         hdr = Header(type=PacketType.DATA, seq=i, priority=1, drop_class=1, job_id=1).pack()
-        room = size - 42
+        room = size - ETH_HEADER.size - IPV4_HEADER.size - UDP_HEADER.size
         payload = hdr + bytes(room - len(hdr)) if room >= len(hdr) else bytes(max(0, room))
         out.append(
             build_udp_frame(
@@ -172,8 +173,8 @@ class DlcpTarget:
 
     @contextmanager
     def open(self) -> Iterator[VethSwitch]:
+        from dlcp.testbed.rig import VethSwitch
         from dlcp.testbed.switch import vector_run
-        from dlcp.testbed.switch.rig import VethSwitch
 
         with VethSwitch(
             [1, 2],
@@ -191,7 +192,7 @@ class DlcpTarget:
             yield rig
 
     def drain(self, rig: VethSwitch, size: int) -> BenchResult:
-        from dlcp.testbed.switch.rig import host_if
+        from dlcp.testbed.rig import host_if
 
         dp = rig.switch
         dp.stop()
@@ -217,7 +218,7 @@ class DlcpTarget:
         return _result(self.name, "drain", size, out, secs, sent / blast_s, note, _cpu_s(st))
 
     def stream(self, rig: VethSwitch, size: int, seconds: float) -> BenchResult:
-        from dlcp.testbed.switch.rig import host_if
+        from dlcp.testbed.rig import host_if
 
         dp = rig.switch
         if not dp.running:
@@ -255,7 +256,8 @@ def bmv2_missing() -> str | None:
 def bench_bmv2(sizes: tuple[int, ...], seconds: float) -> list[BenchResult]:
     """simple_switch with the DLCP program and the same entries, stream mode (its own namespace)."""
     from dlcp.p4 import build, p4info
-    from dlcp.p4.bmv2 import Bmv2Switch
+    from dlcp.testbed.bmv2 import Bmv2Switch
+    from dlcp.testbed.veth_ports import host_if
 
     out: list[BenchResult] = []
     with TemporaryDirectory(prefix="dlcp-bench-") as tmp:
@@ -268,7 +270,7 @@ def bench_bmv2(sizes: tuple[int, ...], seconds: float) -> list[BenchResult]:
                 sw.install(e)
             for size in sizes:
                 sw.receive(0.1)
-                sent, secs = _blast(sw.ns.entered, sw.ns.host_if(1), frames_of(size), 1 << 62, seconds)
+                sent, secs = _blast(sw.ns.entered, host_if(1), frames_of(size), 1 << 62, seconds)
                 got = len([f for f in sw.receive(1.0) if f.port == 2])
                 out.append(_result("bmv2", "stream", size, got, secs, sent / secs, ""))
     return out

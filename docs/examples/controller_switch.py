@@ -18,8 +18,8 @@ from dlcp.controller import fabric
 from dlcp.controller.model import mac_text
 from dlcp.frames import build_udp_frame
 from dlcp.protocol import MessageKind, PacketType
+from dlcp.testbed.rig import VethSwitch
 from dlcp.testbed.switch.p4runtime.server import start_server
-from dlcp.testbed.switch.rig import VethSwitch
 from dlcp.wire import Header
 
 done = threading.Event()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dlcp.p4 import vectors
-from dlcp.testbed.switch.rig import VethSwitch
+from dlcp.testbed.rig import VethSwitch
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = vectors.load_dir(ROOT / "tests/vectors/switch")

@@ -12,9 +12,9 @@ import pytest
 from switch_support import dlcp_frame, eligible_by_priority, entry, exact, route_to
 
 from dlcp.p4 import names
+from dlcp.testbed.rig import VethSwitch, host_if
 from dlcp.testbed.switch import _dataplane
 from dlcp.testbed.switch.entries import Op, ProfileGroup
-from dlcp.testbed.switch.rig import VethSwitch, host_if
 
 pytestmark = pytest.mark.root
 

@@ -1,36 +1,27 @@
 """A software switch on veth pairs in a namespace of its own, with raw sockets on the host ends.
 
 Port ``p`` is the pair ``dlcpS<p>`` (switch) -- ``dlcpH<p>`` (host), both in one
-namespace; the switch's data-plane thread runs in this process. Used by the
-root tests and ``dlcp switch bench``.
+namespace (:mod:`dlcp.testbed.veth_ports`); the switch's data-plane thread runs in
+this process. Used by the root tests and ``dlcp switch bench``. It composes a
+namespace and the switch, so it lives in the testbed, above both.
 """
 
 from __future__ import annotations
 
-import select
-import socket
 import time
 from collections import Counter
 from types import TracebackType
 
+from dlcp.frames import ETH_HEADER
 from dlcp.p4 import vectors
 from dlcp.p4.vectors import Case, Frame
 from dlcp.testbed.netns import Namespace
 from dlcp.testbed.switch import vector_run
 from dlcp.testbed.switch.config import DEFAULT_BUFFER, DEFAULT_MAX_FRAME, PortConfig
 from dlcp.testbed.switch.dataplane import DataPlane
+from dlcp.testbed.veth_ports import HostSockets, add_veths, host_if, switch_if
 
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4
-ETHERTYPE_IPV4 = b"\x08\x00"
-
-
-def switch_if(port: int) -> str:
-    return f"dlcpS{port}"
-
-
-def host_if(port: int) -> str:
-    return f"dlcpH{port}"
+__all__ = ["VethSwitch", "host_if", "switch_if"]
 
 
 class VethSwitch:
@@ -57,24 +48,19 @@ class VethSwitch:
         self.rx_block_timeout_ms = rx_block_timeout_ms
         self.ns = Namespace(tag)
         self.dp: DataPlane | None = None
-        self.socks: dict[int, socket.socket] = {}
+        self.host: HostSockets | None = None
 
     def __enter__(self) -> VethSwitch:
         self.ns.__enter__()
         try:
-            for p in self.port_ids:
-                self.ns.add_veth(switch_if(p), host_if(p), mtu=max(1500, min(self.max_frame - 14, 65535)))
+            add_veths(self.ns, self.port_ids, mtu=max(1500, min(self.max_frame - ETH_HEADER.size, 65535)))
             self.dp = DataPlane(max_frame=self.max_frame)
             with self.ns.entered():
                 for p in self.port_ids:
                     cfg = PortConfig(port=p, interface=switch_if(p), buffer_bytes=self.buffer)
                     self.dp.add_port(cfg, rx_blocks=self.rx_blocks, rx_block_timeout_ms=self.rx_block_timeout_ms)
-                    if self._host_sockets:
-                        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-                        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-                        s.bind((host_if(p), 0))
-                        s.setblocking(False)
-                        self.socks[p] = s
+            if self._host_sockets:
+                self.host = HostSockets(self.ns, self.port_ids)
             if self._start:
                 self.dp.start()
         except BaseException:
@@ -86,9 +72,9 @@ class VethSwitch:
         self.close()
 
     def close(self) -> None:
-        for s in self.socks.values():
-            s.close()
-        self.socks = {}
+        if self.host is not None:
+            self.host.close()
+            self.host = None
         if self.dp is not None:
             self.dp.close()
             self.dp = None
@@ -101,29 +87,15 @@ class VethSwitch:
         return self.dp
 
     def send(self, port: int, frame: bytes) -> None:
-        self.socks[port].send(frame)
+        if self.host is None:
+            raise RuntimeError("the rig has no host sockets (host_sockets=False)")
+        self.host.send(port, frame)
 
     def receive(self, timeout: float, until: int | None = None) -> list[Frame]:
         """IPv4 frames out of the switch within ``timeout`` s (returns early once ``until`` came)."""
-        out: list[Frame] = []
-        deadline = time.monotonic() + timeout
-        by_fd = {s.fileno(): (p, s) for p, s in self.socks.items()}
-        while until is None or len(out) < until:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            ready, _, _ = select.select(list(by_fd), [], [], left)
-            for fd in ready:
-                port, s = by_fd[fd]
-                while True:
-                    try:
-                        data, addr = s.recvfrom(65536)
-                    except BlockingIOError:
-                        break
-                    if addr[2] == PACKET_OUTGOING or data[12:14] != ETHERTYPE_IPV4:
-                        continue
-                    out.append(Frame(port, data))
-        return out
+        if self.host is None:
+            raise RuntimeError("the rig has no host sockets (host_sockets=False)")
+        return self.host.receive(timeout, until)
 
     def received_by_switch(self) -> int:
         return sum(int(p["rx"]) for p in self.switch.stats()["ports"].values())

@@ -1,18 +1,20 @@
 """Running the switch test vectors against BMv2 ``simple_switch`` in a private network namespace.
 
-The switch gets one veth pair per port (:mod:`dlcp.p4.netns`); table entries,
-counters and queue rates go through ``simple_switch_CLI`` (thrift), kept open
+The switch gets one veth pair per port, and the tests raw sockets on their host ends, as the
+software switch's rig does (:mod:`dlcp.testbed.veth_ports`, on :mod:`dlcp.testbed.netns`).
+Table entries, counters and queue rates go through ``simple_switch_CLI`` (thrift), kept open
 as one session. See ``docs/switch.md`` for how stalled queues are realised here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import select
-import socket
 import subprocess
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -20,13 +22,16 @@ from pathlib import Path
 from types import TracebackType
 
 from dlcp.p4 import sizes, tools, vectors
-from dlcp.p4.netns import Namespace
 from dlcp.p4.p4info import P4Info
 from dlcp.p4.vectors import Case, Entry, Frame
+from dlcp.testbed.netns import Namespace
+from dlcp.testbed.veth_ports import HostSockets, add_veths, switch_if
 
 log = logging.getLogger(__name__)
 
 THRIFT_PORT = 9090
+"""In the switch's own namespace: no other switch listens there."""
+MTU = 9000
 PRIORITY_QUEUES = 1 << sizes.CLASS_BITS
 STALL_PPS = 2
 """Rate of a stalled queue: after its settle packet leaves, the next one may leave only 1/STALL_PPS s later."""
@@ -34,8 +39,6 @@ SEND_GAP_S = 0.001
 """Pause after each frame sent: simple_switch's pcap capture loses frames of a back-to-back burst on a veth
 (measured: 40 of 96 arrived with no gap, 96 of 96 with 1 ms)."""
 _PROMPT = "RuntimeCmd: "
-_ETHERTYPE_IPV4 = b"\x08\x00"
-_PACKET_OUTGOING = 4
 _BMV2_MAX_PRIORITY = 1 << 24
 """BMv2 ternary priorities: the lowest number wins; P4Runtime's: the highest. bmv2 = this - p4runtime."""
 
@@ -45,13 +48,11 @@ class CliError(RuntimeError):
 
 
 class CliSession:
-    """One long-lived ``simple_switch_CLI`` process; :meth:`cmd` sends a line and returns its output."""
+    """One long-lived ``simple_switch_CLI`` process in ``ns``; :meth:`cmd` sends a line and returns its output."""
 
-    def __init__(self, argv: list[str]) -> None:
+    def __init__(self, ns: Namespace, argv: list[str]) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self._proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
-        )
+        self._proc = ns.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
         self._buf = b""
         self._read_until_prompt(timeout=30)
 
@@ -116,17 +117,22 @@ class Bmv2Switch:
             raise FileNotFoundError(reason)
         self.json_path = json_path
         self.p4info = p4info
-        self.ns = Namespace(ports)
+        self.ports = sorted(set(ports))
+        self.ns = Namespace("bmv2")
         self.log_file = log_file
         self._proc: subprocess.Popen[bytes] | None = None
         self.cli: CliSession | None = None
-        self.socks: dict[int, socket.socket] = {}
+        self.host: HostSockets | None = None
+        # simple_switch's default, ipc:///tmp/bmv2-<device id>-notifications.ipc, is one file for the
+        # whole machine: a second simple_switch with the same device id (another test run) fails to bind it.
+        self.notifications = Path(tempfile.gettempdir()) / f"{self.ns.name}-notifications.ipc"
 
     def __enter__(self) -> Bmv2Switch:
         self.ns.__enter__()
         try:
+            add_veths(self.ns, self.ports, MTU)
             self._start()
-            self.socks = self.ns.host_sockets()
+            self.host = HostSockets(self.ns, self.ports, rcvbuf=4 << 20)
         except BaseException:
             self.close()
             raise
@@ -137,22 +143,23 @@ class Bmv2Switch:
 
     def _start(self) -> None:
         argv = [str(tools.find(tools.SIMPLE_SWITCH)), "--thrift-port", str(THRIFT_PORT), "--device-id", "0"]
-        for p in self.ns.ports:
-            argv += ["-i", f"{p}@{self.ns.switch_if(p)}"]
+        argv += ["--notifications-addr", f"ipc://{self.notifications}"]
+        for p in self.ports:
+            argv += ["-i", f"{p}@{switch_if(p)}"]
         if self.log_file is not None:
             argv += ["--log-file", str(self.log_file), "--log-flush"]
         # Target options (simple_switch's own) come after "--".
         argv += [str(self.json_path), "--", "--priority-queues", str(PRIORITY_QUEUES)]
         log.info("starting %s", " ".join(argv))
-        self._proc = subprocess.Popen(self.ns.command(argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        cli_argv = self.ns.command([str(tools.find(tools.SIMPLE_SWITCH_CLI)), "--thrift-port", str(THRIFT_PORT)])
+        self._proc = self.ns.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        cli_argv = [str(tools.find(tools.SIMPLE_SWITCH_CLI)), "--thrift-port", str(THRIFT_PORT)]
         deadline = time.monotonic() + 30
         while True:
             if self._proc.poll() is not None:
                 err = self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
                 raise RuntimeError(f"simple_switch exited with {self._proc.returncode}: {err.strip()}")
             try:
-                self.cli = CliSession(cli_argv)
+                self.cli = CliSession(self.ns, cli_argv)
                 self.cli.cmd("show_ports")
                 break
             except CliError:
@@ -175,6 +182,8 @@ class Bmv2Switch:
                 self._proc.kill()
                 self._proc.wait()
         self._proc = None
+        with contextlib.suppress(FileNotFoundError):
+            self.notifications.unlink()
 
     def restart(self) -> None:
         """A fresh simple_switch on the same ports: empty tables, counters, registers and queues.
@@ -186,9 +195,9 @@ class Bmv2Switch:
         self._start()
 
     def close(self) -> None:
-        for s in self.socks.values():
-            s.close()
-        self.socks = {}
+        if self.host is not None:
+            self.host.close()
+            self.host = None
         self._stop()
         self.ns.close()
 
@@ -258,29 +267,14 @@ class Bmv2Switch:
     # ---- data plane ----
 
     def send(self, frame: Frame) -> None:
-        self.socks[frame.port].send(frame.data)
+        assert self.host is not None
+        self.host.send(frame.port, frame.data)
         time.sleep(SEND_GAP_S)
 
     def receive(self, timeout: float) -> list[Frame]:
-        """Frames that came out of the switch within ``timeout`` s (IPv4 only: see docs/switch.md)."""
-        out: list[Frame] = []
-        deadline = time.monotonic() + timeout
-        by_fd = {s.fileno(): (p, s) for p, s in self.socks.items()}
-        while True:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select(list(by_fd), [], [], max(left, 0))
-            if not ready:
-                return out
-            for fd in ready:
-                port, s = by_fd[fd]
-                while True:
-                    try:
-                        data, addr = s.recvfrom(65535)
-                    except BlockingIOError:
-                        break
-                    if addr[2] == _PACKET_OUTGOING or data[12:14] != _ETHERTYPE_IPV4:
-                        continue
-                    out.append(Frame(port, data))
+        """IPv4 frames that came out of the switch within ``timeout`` s (see docs/switch.md)."""
+        assert self.host is not None
+        return self.host.receive(timeout)
 
     # ---- one case ----
 
