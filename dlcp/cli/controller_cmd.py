@@ -69,6 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _load(args: argparse.Namespace) -> Any:
+    from dlcp import checks
     from dlcp.controller import fabric
     from dlcp.controller.session import DEFAULT_ELECTION_ID, DEFAULT_TIMEOUT_S
 
@@ -76,10 +77,12 @@ def _load(args: argparse.Namespace) -> Any:
         args.timeout = DEFAULT_TIMEOUT_S
     if getattr(args, "election_id", 1) is None:
         args.election_id = DEFAULT_ELECTION_ID
-    if args.timeout <= 0:
-        raise ValueError(f"--timeout: must be positive, got {args.timeout}")
-    if getattr(args, "election_id", 1) < 1:
-        raise ValueError(f"--election-id: must be at least 1, got {args.election_id}")
+    checks.positive("--timeout", args.timeout)
+    if hasattr(args, "election_id"):  # P4Runtime's election id is a 128-bit number; 0 is no election
+        checks.in_range("--election-id", args.election_id, 1, (1 << 128) - 1)
+    for flag, value in (("--watch", getattr(args, "watch", None)), ("--interval", getattr(args, "interval", None))):
+        if value is not None:
+            checks.positive(flag, value)
     fab = fabric.load(args.config)
     for name in args.switch or ():
         if name not in fab.switches:
@@ -156,11 +159,9 @@ def _print_reports(reports: list[Any], as_json: bool, changes: bool) -> int:
 def _stats(args: argparse.Namespace) -> int:
     from dlcp.controller import counters
 
-    fab = _load(args)
-    if args.watch is not None and args.watch <= 0:
-        raise ValueError(f"--watch: the interval must be positive, got {args.watch}")
     if args.count < 0:
         raise ValueError(f"--count: must be >= 0, got {args.count}")
+    fab = _load(args)
     previous: Any = None
     then = 0.0
     n = 0
@@ -233,8 +234,6 @@ def _run(args: argparse.Namespace) -> int:
     from dlcp.controller.session import SwitchError
 
     fab = _load(args)
-    if args.interval <= 0:
-        raise ValueError(f"--interval: must be positive, got {args.interval}")
 
     def show(event: reconcile.Event) -> None:
         if event.kind == "unchanged" and not args.verbose:

@@ -126,3 +126,35 @@ def test_run_reports_and_stops_on_sigterm(switches: Switches, tmp_path: Path) ->
             proc.kill()
             proc.wait()
     assert sw.dp.writes == 30
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["apply", "--timeout", "nan"], "--timeout: got nan, must be a finite number"),
+        (["apply", "--timeout", "-1"], "--timeout: got -1, must be above 0"),
+        (["apply", "--election-id", "0"], "--election-id: got 0, must be in 1.."),
+        (["apply", "--election-id", str(1 << 128)], f"--election-id: got {1 << 128}, must be in 1.."),
+        (["clear", "--election-id", "-3"], "--election-id: got -3"),
+        (["stats", "--watch", "nan"], "--watch: got nan, must be a finite number"),
+        (["stats", "--watch", "0"], "--watch: got 0, must be above 0"),
+        (["stats", "--count", "-1"], "--count: must be >= 0"),
+        (["run", "--interval", "nan"], "--interval: got nan, must be a finite number"),
+        (["run", "--interval", "inf"], "--interval: got inf, must be a finite number"),
+    ],
+)
+def test_bad_arguments_exit_2_naming_them_before_any_switch_is_reached(
+    argv: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = str(write_config(tmp_path, 1))  # port 1: nothing answers there, and nothing may be tried
+    verb, *rest = argv
+    if verb == "run":  # a process with a time limit: were the check missing, `run` would run on
+        r = subprocess.run(
+            [sys.executable, "-m", "dlcp.cli.main", "controller", verb, cfg, *rest],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        rc, out, err = r.returncode, r.stdout, r.stderr
+    else:
+        rc, out, err = dlcp(capsys, verb, cfg, *rest)
+    assert rc == 2 and named in err, err
+    assert "Traceback" not in err and not out
