@@ -209,12 +209,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
+    from dlcp import checks
     from dlcp.testbed.switch import stats
 
+    checks.in_range("--device-id", args.device_id, 1, (1 << 64) - 1)
     path = stats.socket_path(args.stats_dir, args.device_id)
     if args.watch is not None:
-        if args.watch <= 0:
-            raise ValueError(f"--watch {args.watch}: must be more than 0 seconds")
+        checks.positive("--watch", args.watch)
         try:
             if args.json:
                 while True:

@@ -54,8 +54,8 @@ class SwitchService:
         return stats.socket_path(self.cfg.stats_dir, self.cfg.device_id)
 
     def start(self) -> SwitchService:
-        check_interfaces(self.cfg)
         stats.StatsServer(self.stats_path, self.snapshot).check_free()  # before touching any interface
+        check_interfaces(self.cfg)
         try:
             self.dp = DataPlane.from_config(self.cfg)
             self.dp.start()

@@ -61,7 +61,14 @@ class StatsServer:
         self._stop = threading.Event()
 
     def check_free(self) -> None:
-        """Refuse if a running switch serves this path; remove a socket left by one that is gone."""
+        """Make the folder; refuse if a running switch serves this path; remove a socket left by one that is gone."""
+        folder = self.path.parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OSError(f"--stats-dir {folder}: cannot make the statistics folder: {exc.strerror or exc}") from None
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise OSError(f"--stats-dir {folder}: the statistics folder is not writable")
         if self.path.exists():
             probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -74,7 +81,6 @@ class StatsServer:
                 probe.close()
 
     def start(self) -> StatsServer:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.check_free()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.bind(str(self.path))

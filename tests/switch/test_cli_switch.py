@@ -64,6 +64,31 @@ def test_stats_of_a_switch_that_is_not_running(tmp_path: Path, capsys: pytest.Ca
     assert "no switch is running" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--device-id", "0"], "--device-id: got 0, must be in 1.."),
+        (["--device-id", "-1"], "--device-id: got -1"),
+        (["--watch", "nan"], "--watch: got nan, must be a finite number"),
+        (["--watch", "0"], "--watch: got 0, must be above 0"),
+    ],
+)
+def test_stats_arguments_are_checked(
+    argv: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["switch", "stats", "--stats-dir", str(tmp_path), *argv]) == 2
+    assert named in capsys.readouterr().err
+
+
+def test_an_unusable_stats_folder_is_named_before_the_switch_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")  # a file where the folder would be: nothing can be made under it
+    assert main(["switch", "run", "--stats-dir", str(blocker / "stats"), "--port", "1=dlcpNoSuch"]) == 2
+    assert f"--stats-dir {blocker / 'stats'}: cannot make the statistics folder" in capsys.readouterr().err
+
+
 def _wait_socket(path: Path, proc: subprocess.Popen[bytes], timeout: float = 20) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
