@@ -39,6 +39,8 @@ def expand(table: Any) -> Tables:
     if not isinstance(table, dict):
         raise TopologyError("topology: expected a table")
     kind = table.get("kind")
+    if not isinstance(kind, str):
+        raise TopologyError(f"topology.kind: must be one of {', '.join(KINDS)}, got {kind!r}")
     allowed = {
         "star": {"hosts"},
         "leaf-spine": {"leaves", "spines", "hosts_per_leaf"},
@@ -133,8 +135,8 @@ def merge(generated: Tables, doc: dict[str, Any]) -> Tables:
             raise TopologyError(f"{kind}: expected an array of tables ([[{kind}]])")
         by_name = {e["name"]: e for e in out[kind]}
         for i, entry in enumerate(entries):
-            if not isinstance(entry, dict) or "name" not in entry:
-                raise TopologyError(f"{kind}[{i}]: needs a name")
+            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                raise TopologyError(f"{kind}[{i}]: needs a name (a string)")
             target = by_name.get(entry["name"])
             if target is None:
                 raise TopologyError(

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+import math
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,6 +15,8 @@ from dlcp.controller import fabric, state
 from dlcp.controller.fabric import FabricError
 from dlcp.controller.model import mac_text
 from dlcp.controller.paths import Paths
+
+ROOT = Path(__file__).resolve().parents[2]
 
 EXPLICIT = """
 [[switch]]
@@ -197,3 +203,36 @@ def test_table_capacity_is_checked_before_writing() -> None:
              '[[job]]\nid = 1\nmode = "ring"\nworkers = ["h1", "h2"]\n[job.transport]\nport = 20000')  # fmt: skip
     with pytest.raises(FabricError, match=r"switch\.s1: 300 entries for DlcpIngress.ecmp.next_hops, which holds 256"):
         state.desired(f)
+
+
+WRONG = [[1], {"a": 1}, True, math.nan, math.inf, 10**30, -5, 0, "x", "", 1.5]
+
+
+def _leaves(d: object, path: tuple[object, ...] = ()) -> Iterator[tuple[object, ...]]:
+    if isinstance(d, dict):
+        for k, v in d.items():
+            yield from _leaves(v, (*path, k))
+    elif isinstance(d, list):
+        for i, v in enumerate(d):
+            yield from _leaves(v, (*path, i))
+    if path:
+        yield path
+
+
+@pytest.mark.parametrize("text", [EXPLICIT, (ROOT / "docs/examples/star.toml").read_text()])
+def test_a_value_of_any_type_anywhere_gives_a_named_error_never_a_traceback(text: str) -> None:
+    doc = tomllib.loads(text)
+    tried = 0
+    for path in _leaves(doc):
+        for value in WRONG:
+            d = copy.deepcopy(doc)
+            node: Any = d
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = value
+            try:
+                fabric.from_dict(d)
+            except ValueError:
+                pass
+            tried += 1
+    assert tried > 200
