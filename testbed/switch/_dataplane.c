@@ -154,8 +154,11 @@ static PyObject *Switch_set_plain_peer(SwitchObject *self, PyObject *args) {
 
 static PyObject *Switch_start(SwitchObject *self, PyObject *Py_UNUSED(ignored)) {
     char err[256] = "";
-    int rc = dp_switch_start(self->sw, err, sizeof(err));
-    if (rc < 0) return errno_error(rc, err);
+    int rc;
+    /* dp_switch_start() takes the lock: never wait for it holding the GIL (a thread that got the
+     * lock in lock() may be waiting for the GIL) */
+    Py_BEGIN_ALLOW_THREADS rc = dp_switch_start(self->sw, err, sizeof(err));
+    Py_END_ALLOW_THREADS if (rc < 0) return errno_error(rc, err);
     Py_RETURN_NONE;
 }
 

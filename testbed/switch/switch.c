@@ -150,14 +150,6 @@ int dp_switch_add_port(dp_switch *s, uint16_t port, const char *ifname, uint64_t
         snprintf(err, errlen, "port %u out of range 0..%d", port, DP_NUM_PORTS - 1);
         return -EINVAL;
     }
-    if (s->ports[port] != NULL) {
-        snprintf(err, errlen, "port %u given twice", port);
-        return -EEXIST;
-    }
-    if (s->running) {
-        snprintf(err, errlen, "ports are added before the switch starts");
-        return -EBUSY;
-    }
     if (buffer < s->max_frame) {
         snprintf(err, errlen, "buffer %llu B is smaller than the largest frame (%u B)", (unsigned long long)buffer,
                  s->max_frame);
@@ -183,11 +175,24 @@ int dp_switch_add_port(dp_switch *s, uint16_t port, const char *ifname, uint64_t
             return rc;
         }
     }
+    /* Checked and inserted under the lock: the Python module calls this without the GIL, so two
+     * threads may add the same port at once (both would pass a check made before the work above,
+     * and the switch would free one port twice), or add one while another thread starts the switch. */
+    int rc = 0;
     pthread_mutex_lock(&s->lock);
-    s->ports[port] = p;
-    s->port_ids[s->n_ports++] = port;
+    if (s->ports[port] != NULL) {
+        snprintf(err, errlen, "port %u given twice", port);
+        rc = -EEXIST;
+    } else if (s->running) {
+        snprintf(err, errlen, "ports are added before the switch starts");
+        rc = -EBUSY;
+    } else {
+        s->ports[port] = p;
+        s->port_ids[s->n_ports++] = port;
+    }
     pthread_mutex_unlock(&s->lock);
-    return 0;
+    if (rc < 0) port_close(p);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- per frame */
@@ -413,25 +418,34 @@ static void *dp_thread(void *arg) {
 }
 
 int dp_switch_start(dp_switch *s, char *err, size_t errlen) {
-    if (s->running) return 0;
+    /* Under the lock, so that no port is added between the check of the ports and the start
+     * (the thread would read a virtual port's missing ring); the thread waits for the lock. */
+    int rc = 0;
+    pthread_mutex_lock(&s->lock);
+    if (s->running) goto out;
     if (s->virtual_clock) {
         snprintf(err, errlen, "a switch on a virtual clock has no data-plane thread");
-        return -EINVAL;
+        rc = -EINVAL;
+        goto out;
     }
     for (int i = 0; i < s->n_ports; i++) {
         if (s->ports[s->port_ids[i]]->fd < 0) {
             snprintf(err, errlen, "port %u is virtual", s->port_ids[i]);
-            return -EINVAL;
+            rc = -EINVAL;
+            goto out;
         }
     }
     s->stop = 0;
-    int rc = pthread_create(&s->thread, NULL, dp_thread, s);
+    rc = pthread_create(&s->thread, NULL, dp_thread, s);
     if (rc != 0) {
         snprintf(err, errlen, "pthread_create: %s", strerror(rc));
-        return -rc;
+        rc = -rc;
+        goto out;
     }
     s->running = 1;
-    return 0;
+out:
+    pthread_mutex_unlock(&s->lock);
+    return rc;
 }
 
 void dp_switch_stop(dp_switch *s) {
