@@ -577,7 +577,9 @@ static PyObject *mod_blast(PyObject *Py_UNUSED(m), PyObject *args) {
     double seconds;
     unsigned int batch;
     if (!PyArg_ParseTuple(args, "sOKdI", &ifname, &frames, &count, &seconds, &batch)) return NULL;
-    PyObject *seq = PySequence_Fast(frames, "frames must be a sequence of bytes");
+    /* A tuple of our own: the frames are sent without the GIL, and a list could be emptied meanwhile by
+     * another thread, freeing the bytes objects the pointers below point into. */
+    PyObject *seq = PySequence_Tuple(frames);
     if (seq == NULL) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     const uint8_t **ptrs = calloc((size_t)(n > 0 ? n : 1), sizeof(*ptrs));
