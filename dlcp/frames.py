@@ -16,6 +16,7 @@ IPV4_HEADER = struct.Struct("!BBHHHBBH4s4s")
 UDP_HEADER = struct.Struct("!HHHH")
 ETHERTYPE_IPV4 = 0x0800
 IPPROTO_UDP = 17
+IPPROTO_TCP = 6
 
 
 def mac_bytes(mac: str) -> bytes:

@@ -142,6 +142,7 @@ def render_c_header() -> str:
     lines.append(d("UDP_HEADER_BYTES", frames.UDP_HEADER.size))
     lines.append(d("ETHERTYPE_IPV4", frames.ETHERTYPE_IPV4))
     lines.append(d("IPPROTO_UDP_NUM", frames.IPPROTO_UDP))
+    lines.append(d("IPPROTO_TCP_NUM", frames.IPPROTO_TCP))
     lines += ["", "/* ---- switch design (dlcp/p4/sizes.py) ---- */"]
     lines.append(d("DLCP_PORT_BITS", sizes.PORT_BITS))
     lines.append(d("DLCP_CLASS_BITS", sizes.CLASS_BITS))

@@ -45,6 +45,7 @@
 #define UDP_HEADER_BYTES 8
 #define ETHERTYPE_IPV4 2048
 #define IPPROTO_UDP_NUM 17
+#define IPPROTO_TCP_NUM 6
 
 /* ---- switch design (dlcp/p4/sizes.py) ---- */
 #define DLCP_PORT_BITS 9

@@ -334,7 +334,6 @@ static inline void count(dp_counter *c, uint32_t index, uint32_t bytes) {
 #define IP_OFF ETH_HEADER_BYTES
 #define L4_OFF (ETH_HEADER_BYTES + IPV4_HEADER_BYTES)
 #define DLCP_OFF (L4_OFF + UDP_HEADER_BYTES)
-#define IPPROTO_TCP_NUM 6
 
 void dp_process(dp_tables *t, uint8_t *f, uint32_t len, const uint32_t *occupancy, dp_verdict *v) {
     memset(v, 0, sizeof(*v));

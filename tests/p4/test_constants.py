@@ -61,3 +61,14 @@ def test_version_type_split_matches_the_wire_codec(ptype: protocol.PacketType) -
 
 def test_queues_are_priority_classes() -> None:
     assert 0 <= sizes.DEFAULT_QUEUE < protocol.NUM_PRIORITY_CLASSES
+
+
+def test_the_hand_written_network_constants_of_p4_agree_with_dlcp_frames() -> None:
+    """headers.p4 types the Ethernet and IP numbers itself; the C switch and Python take them from
+    dlcp.frames (through the generated header): the three must not drift apart."""
+    from dlcp import frames
+
+    c = _consts((ROOT / "p4src/common/headers.p4").read_text())
+    assert c["ETHERTYPE_IPV4"] == frames.ETHERTYPE_IPV4
+    assert c["IPPROTO_UDP"] == frames.IPPROTO_UDP
+    assert c["IPPROTO_TCP"] == frames.IPPROTO_TCP
