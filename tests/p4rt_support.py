@@ -20,6 +20,7 @@ import pytest
 from finsy import P4Schema
 from finsy.proto import U128, p4r, p4r_grpc, rpc_status
 
+from dlcp.p4 import sizes
 from dlcp.p4.build import COMMITTED_P4INFO
 from dlcp.testbed.switch.entries import (
     Action,
@@ -30,7 +31,7 @@ from dlcp.testbed.switch.entries import (
     TableEntry,
 )
 
-COUNTER_SIZE = 4096
+COUNTER_SIZE = sizes.PORT_CLASS_SLOTS
 
 
 @dataclass

@@ -13,10 +13,13 @@ import pytest
 
 from dlcp.controller import fabric, state
 from dlcp.controller.fabric import FabricError
-from dlcp.controller.model import mac_text
+from dlcp.controller.model import IP_OVERHEAD, mac_text
 from dlcp.controller.paths import Paths
+from dlcp.p4 import sizes
+from dlcp.switch_limits import MAX_PORT
 
 ROOT = Path(__file__).resolve().parents[2]
+ECMP_GROUPS = sizes.TABLE_SIZES["ECMP_GROUPS"]
 
 EXPLICIT = """
 [[switch]]
@@ -128,7 +131,7 @@ JOB2 = '[[job]]\nid = 8\nmode = "ring"\nworkers = ["h1", "h2"]\n[job.transport]\
             ('switch = "s1"\nport = 1', 'switch = "s1"\nport = 1\nmac = "02:AA:00:00:00:02"'),
             "host.h2.mac: duplicate MAC 02:aa:00:00:00:02",
         ),
-        (('3 = "s1-s2" }', '600 = "s1-s2" }'), "switch.s1.ports.600: port 600 is out of range 0..510"),
+        (('3 = "s1-s2" }', '600 = "s1-s2" }'), f"switch.s1.ports.600: port 600 is out of range 0..{MAX_PORT}"),
         (
             ("[job.transport]", "[job.switch]\nthresholds = { 1 = 200 }\n[job.transport]"),
             "job.7.switch.thresholds.1: 200 packets of 1482 B (289 KiB) exceed the 256 KiB buffer of link s1-s2",
@@ -143,7 +146,7 @@ JOB2 = '[[job]]\nid = 8\nmode = "ring"\nworkers = ["h1", "h2"]\n[job.transport]\
         (("", JOB2.format(port=19111)), "job.8.transport.port: UDP port 19111 is also job 7's"),
         (('mode = "ps"', 'mode = "collective"'), 'job.7.mode: must be "ps" or "ring"'),
         (('servers = ["h3"]', 'servers = ["h9"]'), "job.7.servers: unknown host 'h9'"),
-        (("payload_bytes = 1400", "payload_bytes = 9000"), "job.7.transport.payload_bytes: 9000 B + 68 B"),
+        (("payload_bytes = 1400", "payload_bytes = 9000"), f"job.7.transport.payload_bytes: 9000 B + {IP_OVERHEAD} B"),
         (("payload_bytes = 1400", "payload_bytes = 99999"), "job.7.transport.payload_bytes: got 99999, must be"),
         (('grpc = "127.0.0.1:9560"', 'grpc = "127.0.0.1:9559"'), "switch.s2.grpc: 127.0.0.1:9559 device 1 is also"),
         (('buffer = "256KiB"', 'buffer = "1KiB"'), "link.s1-s2.buffer: 1 KiB cannot hold one frame"),
@@ -201,7 +204,8 @@ def test_links_to_nowhere_and_unknown_tables() -> None:
 def test_table_capacity_is_checked_before_writing() -> None:
     f = load('[topology]\nkind = "star"\nhosts = 300\n'
              '[[job]]\nid = 1\nmode = "ring"\nworkers = ["h1", "h2"]\n[job.transport]\nport = 20000')  # fmt: skip
-    with pytest.raises(FabricError, match=r"switch\.s1: 300 entries for DlcpIngress.ecmp.next_hops, which holds 256"):
+    full = rf"switch\.s1: 300 entries for DlcpIngress.ecmp.next_hops, which holds {ECMP_GROUPS}"
+    with pytest.raises(FabricError, match=full):
         state.desired(f)
 
 

@@ -21,6 +21,7 @@ from p4rt_support import (
     update,
 )
 
+from dlcp.p4 import sizes
 from dlcp.testbed.switch.p4runtime.server import P4RUNTIME_API_VERSION
 
 GET = p4r.GetForwardingPipelineConfigRequest
@@ -68,8 +69,8 @@ def test_counter_reads(raw: RawClient, primary: Stream, schema: P4Schema, backen
     (one,) = raw.read(p4r.Entity(counter_entry=p4r.CounterEntry(counter_id=307371492, index=p4r.Index(index=17))))
     assert (one.counter_entry.data.packet_count, one.counter_entry.data.byte_count) == (3, 300)
     whole = raw.read(p4r.Entity(counter_entry=p4r.CounterEntry(counter_id=307371492)))
-    assert len(whole) == 4096 and sum(e.counter_entry.data.packet_count for e in whole) == 3
-    assert len(raw.read(p4r.Entity(counter_entry=p4r.CounterEntry()))) == 3 * 4096
+    assert len(whole) == sizes.PORT_CLASS_SLOTS and sum(e.counter_entry.data.packet_count for e in whole) == 3
+    assert len(raw.read(p4r.Entity(counter_entry=p4r.CounterEntry()))) == 3 * sizes.PORT_CLASS_SLOTS
 
 
 def test_bad_read_requests_report_per_request_errors(raw: RawClient, primary: Stream, schema: P4Schema) -> None:

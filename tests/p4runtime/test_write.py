@@ -25,6 +25,7 @@ from p4rt_support import (
     update,
 )
 
+from dlcp.p4 import sizes
 from dlcp.testbed.switch.entries import MatchKind
 
 
@@ -332,10 +333,8 @@ def test_counters_are_modify_only_and_indexed(
         code_of(one_error(raw, update(INSERT, fy.P4CounterEntry("dropped", index=1, data=data), schema)))
         == "INVALID_ARGUMENT"
     )
-    assert (
-        code_of(one_error(raw, update(MODIFY, fy.P4CounterEntry("dropped", index=4096, data=data), schema)))
-        == "OUT_OF_RANGE"
-    )
+    past_the_end = fy.P4CounterEntry("dropped", index=sizes.PORT_CLASS_SLOTS, data=data)
+    assert code_of(one_error(raw, update(MODIFY, past_the_end, schema))) == "OUT_OF_RANGE"
     assert (
         code_of(one_error(raw, update(MODIFY, fy.P4CounterEntry("dropped", index=-1, data=data), schema)))
         == "INVALID_ARGUMENT"
@@ -343,7 +342,8 @@ def test_counters_are_modify_only_and_indexed(
     raw.write(
         [update(MODIFY, fy.P4CounterEntry("trimmed", data=fy.P4CounterData(packet_count=1, byte_count=2)), schema)]
     )
-    assert all(backend.counters[("DlcpIngress.drop_counters.trimmed", i)] == (1, 2) for i in range(4096))
+    cells = range(sizes.PORT_CLASS_SLOTS)
+    assert all(backend.counters[("DlcpIngress.drop_counters.trimmed", i)] == (1, 2) for i in cells)
 
 
 def test_request_level_errors(raw: RawClient, primary: Stream, schema: P4Schema) -> None:

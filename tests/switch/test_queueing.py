@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from switch_support import dlcp_frame, eligible_by_priority, entry, exact, route_to, ternary, virtual_switch
 
-from dlcp.p4 import names
+from dlcp.p4 import names, sizes
 from dlcp.testbed.switch.config import PortConfig
 from dlcp.testbed.switch.dataplane import DataPlane
 from dlcp.testbed.switch.entries import Op
@@ -123,11 +123,12 @@ def test_selective_drop_and_trim_exactly_at_the_thresholds(trim: bool, drop_clas
         should_cut = drop_class in THRESHOLDS and depth > THRESHOLDS[drop_class]
         if trim:
             assert v.trimmed == should_cut and not v.dropped, (depth, v)
-            assert v.queue == (7 if should_cut else 1) and v.length == (82 if should_cut else 1000)
+            assert v.queue == (sizes.TRIM_QUEUE if should_cut else 1)
+            assert v.length == (sizes.TRIMMED_FRAME_BYTES if should_cut else 1000)
         else:
             assert (v.dropped and v.reason == "selective") == should_cut and not v.trimmed, (depth, v)
         packets, _ = dp.counters(names.TRIMMED if trim else names.DROPPED)
-        assert int(packets.sum()) == int(packets[2 << 3 | 1]) == int(should_cut)
+        assert int(packets.sum()) == int(packets[2 << sizes.CLASS_BITS | 1]) == int(should_cut)
 
 
 def test_non_eligible_traffic_is_never_dropped_selectively() -> None:
