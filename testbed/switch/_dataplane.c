@@ -651,6 +651,14 @@ PyMODINIT_FUNC PyInit__dataplane(void) {
     PyModule_AddIntConstant(m, "MAX_GROUP_SLOTS", DP_MAX_GROUP_SLOTS);
     PyModule_AddIntConstant(m, "LINE_CAP", DP_LINE_CAP);
     PyModule_AddIntConstant(m, "WIRE_OVERHEAD", DP_WIRE_OVERHEAD);
+    /* dlcp_classes: the bit each key starts at in the C key, in the P4Info's key order */
+    PyObject *shifts = Py_BuildValue("(iiiii)", DP_CLASS_SHIFT_JOB_ID, DP_CLASS_SHIFT_PACKET_TYPE,
+                                     DP_CLASS_SHIFT_PRIORITY, DP_CLASS_SHIFT_DROP_CLASS, DP_CLASS_SHIFT_KIND);
+    if (shifts == NULL || PyModule_AddObject(m, "CLASS_KEY_SHIFTS", shifts) < 0) {
+        Py_XDECREF(shifts);
+        Py_DECREF(m);
+        return NULL;
+    }
     /* codes of the table calls, so Python never re-types them */
     static const struct {
         const char *name;

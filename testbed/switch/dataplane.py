@@ -21,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from dataclasses import dataclass
@@ -28,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from dlcp.p4 import names, sizes
+from dlcp.p4 import names, p4info, sizes
+from dlcp.p4.build import COMMITTED_P4INFO
 from dlcp.testbed.switch import _dataplane as _c  # type: ignore[attr-defined]
 from dlcp.testbed.switch.config import DEFAULT_MAX_FRAME, PortConfig, SwitchConfig, burst_for
 from dlcp.testbed.switch.entries import (
@@ -77,6 +79,15 @@ REASONS: tuple[str, ...] = tuple(_c.reasons())
 """Drop reasons by code, as the C data plane names them (``stats()``)."""
 LOSS_ONE = 1 << 32
 """C draws 32-bit numbers: a loss threshold of this drops every frame."""
+
+
+@functools.cache
+def class_key_layout() -> tuple[tuple[str, int, int], ...]:
+    """``(key, width, shift)`` of every ``dlcp_classes`` key: widths from the P4Info, shifts from C."""
+    fields = p4info.load(COMMITTED_P4INFO).tables[names.DLCP_CLASSES].match_fields
+    keys = KEYS[names.DLCP_CLASSES]
+    widths = {f.name: f.bitwidth for f in fields}
+    return tuple((k, widths[k], shift) for k, shift in zip(keys, _c.CLASS_KEY_SHIFTS, strict=True))
 
 
 @dataclass(frozen=True)
@@ -263,15 +274,9 @@ class DataPlane:
                     return  # mark_dlcp has no parameters: nothing changes
                 _code(self._sw.dlcp_port(port, op is Op.INSERT), f"{table} {port}")
             elif table == names.DLCP_CLASSES:
-                parts = [
-                    _ternary(fields, "job_id", 16),
-                    _ternary(fields, "packet_type", 4),
-                    _ternary(fields, "priority", 8),
-                    _ternary(fields, "drop_class", 8),
-                    _ternary(fields, "kind", 8),
-                ]
                 value = mask = 0
-                for (v, mk), shift in zip(parts, (32, 24, 16, 8, 0), strict=True):
+                for key, width, shift in class_key_layout():
+                    v, mk = _ternary(fields, key, width)
                     value |= v << shift
                     mask |= mk << shift
                 action, queue = self._class_action(entry.action) if entry.action else (0, 0)

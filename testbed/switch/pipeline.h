@@ -158,10 +158,18 @@ int dp_next_hop_delete(dp_tables *t, uint16_t group);
 int dp_dlcp_port_set(dp_tables *t, uint16_t port, int present);
 void dp_dlcp_port_default(dp_tables *t, int mark);
 
+/* Where each key of dlcp_classes sits in the 64-bit key (the Python module exports these, in the
+ * P4Info's key order; a test checks that each key's P4Info width fits its slot). */
+#define DP_CLASS_SHIFT_JOB_ID 32
+#define DP_CLASS_SHIFT_PACKET_TYPE 24
+#define DP_CLASS_SHIFT_PRIORITY 16
+#define DP_CLASS_SHIFT_DROP_CLASS 8
+#define DP_CLASS_SHIFT_KIND 0
 static inline uint64_t dp_class_key(uint32_t job_id, uint32_t packet_type, uint32_t priority, uint32_t drop_class,
                                     uint32_t kind) {
-    return ((uint64_t)job_id << 32) | ((uint64_t)packet_type << 24) | ((uint64_t)priority << 16)
-           | ((uint64_t)drop_class << 8) | (uint64_t)kind;
+    return ((uint64_t)job_id << DP_CLASS_SHIFT_JOB_ID) | ((uint64_t)packet_type << DP_CLASS_SHIFT_PACKET_TYPE)
+           | ((uint64_t)priority << DP_CLASS_SHIFT_PRIORITY) | ((uint64_t)drop_class << DP_CLASS_SHIFT_DROP_CLASS)
+           | ((uint64_t)kind << DP_CLASS_SHIFT_KIND);
 }
 int dp_class_write(dp_tables *t, int op, uint64_t value, uint64_t mask, int32_t priority, int action, int queue);
 int dp_class_default(dp_tables *t, int action, int queue);

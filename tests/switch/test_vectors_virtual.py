@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dlcp.p4 import p4info, vectors
+from dlcp.p4 import names, p4info, vectors
 from dlcp.testbed.switch import vector_run
 from dlcp.testbed.switch.dataplane import KEYS, PARAMS
 
@@ -40,3 +40,15 @@ def test_backend_names_exist_in_the_p4info() -> None:
         assert [f.name for f in INFO.tables[table].match_fields] == list(keys), table
     for action, params in PARAMS.items():
         assert [p for p, _ in INFO.actions[action].params] == list(params), action
+
+
+def test_the_class_keys_fit_the_c_key_layout() -> None:
+    """Each dlcp_classes key, at its P4Info width, fits between its shift in C's 64-bit key and the next
+    key's: the backend cannot mix two keys' bits."""
+    from dlcp.testbed.switch.dataplane import class_key_layout
+
+    layout = class_key_layout()
+    assert [k for k, _, _ in layout] == [f.name for f in INFO.tables[names.DLCP_CLASSES].match_fields]
+    tops = [64] + [shift for _, _, shift in layout[:-1]]
+    for (key, width, shift), top in zip(layout, tops, strict=True):
+        assert 0 < width and shift + width <= top, key
