@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlcp.frames import build_udp_frame
+from dlcp.frames import ETH_HEADER, IPV4_HEADER, UDP_HEADER, build_udp_frame
 from dlcp.p4 import names
 from dlcp.protocol import UDP_PORT, Flag, PacketType
 from dlcp.testbed.switch.config import PortConfig
@@ -19,6 +19,8 @@ from dlcp.testbed.switch.entries import (
 from dlcp.wire import Header
 
 DST = "10.2.0.1"
+PAYLOAD = ETH_HEADER.size + IPV4_HEADER.size + UDP_HEADER.size
+"""Where a UDP payload (the DLCP header) starts in an untagged IPv4 frame without options."""
 
 
 def mac_of(port: int) -> int:
@@ -39,14 +41,14 @@ def dlcp_frame(
     hdr = Header(type=ptype, priority=priority, drop_class=drop_class, seq=seq, flags=flags, job_id=1).pack()
     return build_udp_frame(
         eth_src="02:dc:00:00:01:01", eth_dst="02:dc:00:00:00:01", src_ip="10.1.0.1", dst_ip=dst,
-        sport=sport, dport=UDP_PORT, payload=hdr + bytes(max(0, size - 42 - len(hdr))),
+        sport=sport, dport=UDP_PORT, payload=hdr + bytes(max(0, size - PAYLOAD - len(hdr))),
     )  # fmt: skip
 
 
 def udp_frame(size: int = 200, *, sport: int = 5000, dport: int = 6000, dst: str = DST) -> bytes:
     return build_udp_frame(
         eth_src="02:dc:00:00:01:01", eth_dst="02:dc:00:00:00:01", src_ip="10.1.0.1", dst_ip=dst,
-        sport=sport, dport=dport, payload=bytes(size - 42),
+        sport=sport, dport=dport, payload=bytes(size - PAYLOAD),
     )  # fmt: skip
 
 
@@ -119,7 +121,7 @@ def random_frames(seed: int, n: int) -> list[bytes]:
                 )
             )
             if rng.random() < 0.1:
-                f[42] = (rng.randrange(16) << 4) | rng.randrange(16)  # version / type, maybe malformed
+                f[PAYLOAD] = (rng.randrange(16) << 4) | rng.randrange(16)  # version / type, maybe malformed
             if rng.random() < 0.1:
                 f[36:38] = struct.pack("!H", 4791)  # the extra DLCP port
         elif kind < 7:

@@ -4,15 +4,17 @@ drop and trim at the configured thresholds, the buffer, and the impairments (los
 from __future__ import annotations
 
 import pytest
-from switch_support import dlcp_frame, eligible_by_priority, entry, exact, route_to, ternary, virtual_switch
+from switch_support import PAYLOAD, dlcp_frame, eligible_by_priority, entry, exact, route_to, ternary, virtual_switch
 
 from dlcp.p4 import names, sizes
+from dlcp.testbed.switch import _dataplane  # type: ignore[attr-defined]
 from dlcp.testbed.switch.config import PortConfig
 from dlcp.testbed.switch.dataplane import DataPlane
 from dlcp.testbed.switch.entries import Op
+from dlcp.wire import Header
 
 MBIT = 10**6
-WIRE = 24  # preamble, FCS and gap the shaper charges per frame
+WIRE = _dataplane.WIRE_OVERHEAD  # preamble, FCS and gap the shaper charges per frame
 
 
 def shaped(rate_bps: int, buffer: int = 4 << 20, **kw: object) -> DataPlane:
@@ -37,7 +39,7 @@ def run_until_empty(dp: DataPlane, step_ns: int, limit_ns: int = 10**10) -> list
 
 
 def priority_of(frame: bytes) -> int:
-    return frame[42 + 29]
+    return Header.unpack(frame, PAYLOAD).priority
 
 
 def test_strict_priority_serves_the_highest_class_first() -> None:
@@ -174,8 +176,24 @@ def test_a_full_buffer_pushes_out_lower_classes_newest_first() -> None:
     assert all(v.dropped and v.reason == "buffer" for v in lowest)  # nothing below class 0 to push out
     classes = dp.stats()["ports"][2]["classes"]
     assert classes[2]["dropped"] == {"pushed_out": 30} and classes[2]["depth"] == 35
-    out = [(f[42 + 29], int.from_bytes(f[42 + 32 : 42 + 36], "big")) for _, _, f in run_until_empty(dp, 100_000)]
+    out = [(h.priority, h.seq) for h in (Header.unpack(f, PAYLOAD) for _, _, f in run_until_empty(dp, 100_000))]
     assert out == [(5, 100 + i) for i in range(30)] + [(2, i) for i in range(35)]  # the oldest class-2 frames stay
+
+
+def test_the_lowest_class_is_pushed_out_first() -> None:
+    """Classes 1 and 3 fill the buffer: class-6 arrivals take their room from class 1 until class 1
+    is empty, and only then from class 3."""
+    dp = shaped(10 * MBIT, buffer=64 << 10)
+    queued = {1: 33, 3: 32}  # 65 frames of 1000 B: no room for one more in 64 KiB
+    for p, n in queued.items():
+        assert not any(dp.inject(1, dlcp_frame(1000, priority=p, seq=i)).dropped for i in range(n))
+    for n in range(1, 41):
+        assert not dp.inject(1, dlcp_frame(1000, priority=6, seq=100 + n)).dropped
+        classes = dp.stats()["ports"][2]["classes"]
+        out = {1: min(n, queued[1]), 3: max(0, n - queued[1])}
+        for p in (1, 3):
+            assert classes[p]["dropped"].get("pushed_out", 0) == out[p], (n, p)
+            assert classes[p]["depth"] == queued[p] - out[p], (n, p)
 
 
 def test_buffer_limits_the_bytes_queued() -> None:
