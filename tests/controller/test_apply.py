@@ -112,6 +112,21 @@ def test_clear_one_job_keeps_the_other(switches: Switches) -> None:
     assert configure(both, dry_run=True).summary["inserted"] == total
 
 
+def test_clearing_a_job_touches_nothing_else_the_file_would_change(switches: Switches) -> None:
+    """The switch runs job 7 in ring mode; the file says ps. Clearing job 8 with that file removes job
+    8's entries and leaves job 7 as the switch has it (no apply in passing)."""
+    sw = switches()
+    assert configure(star(sw, RING_JOB, SECOND_JOB)).status == "ok"
+    ring7 = {canonical(e.entity.encode(P4Schema(COMMITTED_P4INFO)))[0] for e in state.desired(star(sw, RING_JOB))["s1"]}
+    (report,) = run(apply.configure(star(sw, PS_JOB, SECOND_JOB), clear_job=8, timeout=20))
+    assert report.status == "ok", report.error
+    assert report.changes and {c.op for c in report.changes} == {"delete"}
+    assert {c.owner for c in report.changes} == {"job 8"}
+    after = configure(star(sw, RING_JOB), dry_run=True)
+    assert after.summary["inserted"] == after.summary["deleted"] == after.summary["modified"] == 0, after.summary
+    assert after.summary["unchanged"] == len(ring7)
+
+
 def test_stats_follow_traffic(switches: Switches) -> None:
     sw = switches()
     fab = star(sw, PS_JOB)
