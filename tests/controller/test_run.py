@@ -96,3 +96,36 @@ def test_reconcile_after_the_switch_restarts(switches: Switches) -> None:
         await task
 
     asyncio.run(asyncio.wait_for(main(), 150))
+
+
+def test_run_puts_back_what_changed_on_the_switch_within_an_interval(switches: Switches) -> None:
+    """An entry deleted behind the running controller's back (a write with its election id from another
+    client) is inserted again at the next check, without a restart or a change of primacy."""
+    from finsy.proto import p4r
+    from p4rt_support import RawClient
+
+    sw = switches()
+    fab = star(sw, PS_JOB)
+    events: list[Event] = []
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(reconcile.run(fab, events.append, election_id=10, timeout=20, interval=0.5,
+                                                 stop=stop))  # fmt: skip
+        await until(lambda: any(e.kind == "applied" for e in events), "the first apply")
+        raw = RawClient(sw.server.port)
+        try:
+            entries = raw.read(p4r.Entity(table_entry=p4r.TableEntry()))
+            victim = next(e for e in entries if not e.table_entry.is_default_action)
+            raw.write([p4r.Update(type=p4r.Update.DELETE, entity=victim)], election_id=10)
+        finally:
+            raw.close()
+        events.clear()
+        await until(
+            lambda: any(e.kind == "applied" and e.report and e.report.summary["inserted"] == 1 for e in events),
+            "the controller to put the entry back",
+        )
+        stop.set()
+        await task
+
+    asyncio.run(asyncio.wait_for(main(), 120))
