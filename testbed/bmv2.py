@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from dlcp.p4 import sizes, tools, vectors
+from dlcp.p4 import build, p4info, sizes, tools, vectors
 from dlcp.p4.p4info import P4Info
 from dlcp.p4.vectors import Case, Entry, Frame
 from dlcp.testbed.netns import Namespace
@@ -41,6 +41,18 @@ SEND_GAP_S = 0.001
 _PROMPT = "RuntimeCmd: "
 _BMV2_MAX_PRIORITY = 1 << 24
 """BMv2 ternary priorities: the lowest number wins; P4Runtime's: the highest. bmv2 = this - p4runtime."""
+
+
+TOOLS = (tools.P4C_BM2_SS, tools.SIMPLE_SWITCH, tools.SIMPLE_SWITCH_CLI)
+"""What :meth:`Bmv2Switch.compiled` runs: the compiler, the switch and its CLI."""
+
+
+def missing_reason() -> str | None:
+    """Why DLCP's program cannot run on BMv2 here (a tool is missing, or no root for namespaces), or None."""
+    reason = tools.missing_reason(*TOOLS)
+    if reason is None and os.geteuid() != 0:
+        reason = "BMv2 runs in a network namespace of its own, which needs root"
+    return reason
 
 
 class CliError(RuntimeError):
@@ -126,6 +138,15 @@ class Bmv2Switch:
         # simple_switch's default, ipc:///tmp/bmv2-<device id>-notifications.ipc, is one file for the
         # whole machine: a second simple_switch with the same device id (another test run) fails to bind it.
         self.notifications = Path(tempfile.gettempdir()) / f"{self.ns.name}-notifications.ipc"
+
+    @classmethod
+    def compiled(cls, out: Path, ports: list[int], log_file: Path | None = None) -> Bmv2Switch:
+        """A switch for DLCP's v1model program, compiled by p4c into ``out`` (OSError when it does not compile)."""
+        v1 = build.build_v1model(out)
+        if not v1.ok:
+            raise OSError(v1.skipped or f"p4c-bm2-ss failed:\n{v1.output}")
+        info = p4info.load(out / "v1model" / "dlcp.p4info.txtpb")
+        return cls(out / "v1model" / "dlcp.json", info, ports, log_file)
 
     def __enter__(self) -> Bmv2Switch:
         self.ns.__enter__()

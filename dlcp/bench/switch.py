@@ -250,22 +250,19 @@ def _result(
 
 
 def bmv2_missing() -> str | None:
-    return tools.missing_reason(tools.P4C_BM2_SS, tools.SIMPLE_SWITCH, tools.SIMPLE_SWITCH_CLI)
+    from dlcp.testbed import bmv2
+
+    return tools.missing_reason(*bmv2.TOOLS)
 
 
 def bench_bmv2(sizes: tuple[int, ...], seconds: float) -> list[BenchResult]:
     """simple_switch with the DLCP program and the same entries, stream mode (its own namespace)."""
-    from dlcp.p4 import build, p4info
     from dlcp.testbed.bmv2 import Bmv2Switch
     from dlcp.testbed.veth_ports import host_if
 
     out: list[BenchResult] = []
     with TemporaryDirectory(prefix="dlcp-bench-") as tmp:
-        v1 = build.build_v1model(Path(tmp))
-        if not v1.ok:
-            raise OSError(v1.skipped or f"p4c-bm2-ss failed:\n{v1.output}")
-        info = p4info.load(Path(tmp) / "v1model" / "dlcp.p4info.txtpb")
-        with Bmv2Switch(Path(tmp) / "v1model" / "dlcp.json", info, [1, 2]) as sw:
+        with Bmv2Switch.compiled(Path(tmp), [1, 2]) as sw:
             for e in bench_entries():
                 sw.install(e)
             for size in sizes:

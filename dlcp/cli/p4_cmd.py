@@ -123,20 +123,16 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _vectors(args: argparse.Namespace) -> int:
-    from dlcp.p4 import build, p4info, vectors
+    from dlcp.p4 import vectors
     from dlcp.testbed.bmv2 import Bmv2Switch
 
     cases = [c for c in vectors.load_dir(args.dir) if args.select in c.name]
     if not cases:
         raise ValueError(f"no vector cases in {args.dir} match {args.select!r}")
     with tempfile.TemporaryDirectory(prefix="dlcp-p4-") as tmp:
-        v1 = build.build_v1model(Path(tmp))
-        if not v1.ok:
-            raise OSError(v1.skipped or f"p4c-bm2-ss failed:\n{v1.output}")
-        info = p4info.load(Path(tmp) / "v1model" / "dlcp.p4info.txtpb")
         ports = sorted(set().union(*(c.ports() for c in cases)))
         results = []
-        with Bmv2Switch(Path(tmp) / "v1model" / "dlcp.json", info, ports, args.log_file) as sw:
+        with Bmv2Switch.compiled(Path(tmp), ports, args.log_file) as sw:
             for c in cases:
                 r = sw.run_case(c)
                 results.append(r)

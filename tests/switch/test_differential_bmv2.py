@@ -8,13 +8,12 @@ member); the rest of the pipeline must be bit-exact. Frames go one at a time, so
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 from switch_support import random_frames
 
-from dlcp.p4 import build, names, p4info, sizes, tools, vectors
+from dlcp.p4 import names, sizes, vectors
 from dlcp.testbed.switch import vector_run
 from dlcp.testbed.switch.config import PortConfig
 from dlcp.testbed.switch.dataplane import DataPlane
@@ -69,18 +68,12 @@ def entries() -> list[vectors.Entry]:
 
 @pytest.fixture(scope="module")
 def bmv2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    reason = tools.missing_reason(tools.P4C_BM2_SS, tools.SIMPLE_SWITCH, tools.SIMPLE_SWITCH_CLI)
+    from dlcp.testbed import bmv2
+
+    reason = bmv2.missing_reason()
     if reason:
         pytest.skip(reason)
-    if os.geteuid() != 0:
-        pytest.skip("needs root for network namespaces")
-    from dlcp.testbed.bmv2 import Bmv2Switch
-
-    out = tmp_path_factory.mktemp("p4")
-    result = build.build_v1model(out)
-    assert result.ok, result.output
-    info = p4info.load(out / "v1model" / "dlcp.p4info.txtpb")
-    with Bmv2Switch(out / "v1model" / "dlcp.json", info, PORTS) as sw:
+    with bmv2.Bmv2Switch.compiled(tmp_path_factory.mktemp("p4"), PORTS) as sw:
         yield sw
 
 
