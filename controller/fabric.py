@@ -275,7 +275,7 @@ def _switches(
     out: dict[str, SwitchSpec] = {}
     mac_prefix = _prefix(addresses["switch_mac_prefix"], "addresses.switch_mac_prefix", 2, errs)
     grpc_host = addresses["grpc_host"]
-    grpc_base = _int(addresses["grpc_port"], "addresses.grpc_port", 1, 65535, errs) or 9559
+    grpc_base = _int(addresses["grpc_port"], "addresses.grpc_port", 1, 65535, errs) or ADDRESSES["grpc_port"]
     if defaults["target"] not in TARGETS:
         errs.append(f"defaults.target: must be one of {', '.join(TARGETS)}, got {defaults['target']!r}")
     for i, e in enumerate(entries):
