@@ -210,8 +210,9 @@ class DataPlane:
         burst = cfg.burst_bytes or (burst_for(cfg.rate_bps, self.max_frame) if cfg.rate_bps else 0)
         loss = [min(LOSS_ONE, round(p * LOSS_ONE)) for p in cfg.loss]
         seed = self.seed * 1_000_003 + cfg.port if self.seed else 0
-        self._sw.set_port(cfg.port, cfg.rate_bps, burst, cfg.delay_ns, loss, seed, self._paused[cfg.port])
-        self._ports[cfg.port] = cfg
+        with self._lock:  # the paused mask is read here and changed by pause(), maybe from another thread
+            self._sw.set_port(cfg.port, cfg.rate_bps, burst, cfg.delay_ns, loss, seed, self._paused[cfg.port])
+            self._ports[cfg.port] = cfg
 
     @property
     def ports(self) -> dict[int, PortConfig]:
@@ -219,10 +220,11 @@ class DataPlane:
 
     def pause(self, port: int, queue: int, paused: bool = True) -> None:
         """Stop (or resume) serving one egress queue: it keeps filling; a test's stalled queue."""
-        mask = self._paused[port]
-        mask = mask | (1 << queue) if paused else mask & ~(1 << queue)
-        self._paused[port] = mask
-        self._sw.set_paused(port, mask)
+        with self._lock:
+            mask = self._paused[port]
+            mask = mask | (1 << queue) if paused else mask & ~(1 << queue)
+            self._paused[port] = mask
+            self._sw.set_paused(port, mask)
 
     def set_plain_forwarding(self, port: int, peer: int | None) -> None:
         """Benchmark baseline: frames from ``port`` go straight out of ``peer``, no pipeline, no queues."""
