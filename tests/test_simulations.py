@@ -109,7 +109,7 @@ def test_dlcp_tail_below_dctcp_on_small_incast() -> None:
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"baseline": "pfabric"}, "baseline"),
+        ({"baseline": "ecmp_only"}, "baseline"),
         ({"topology": {"host_gbps": -1.0}}, "topology.host_gbps"),
         ({"workload": [{"type": "ps", "model": "alexnet", "workers": 4}]}, "workload[0].model"),
         ({"workload": [{"type": "background", "load": -0.2, "duration_us": 10}]}, "workload[0].load"),
