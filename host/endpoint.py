@@ -183,7 +183,8 @@ class Endpoint:
             open_socket(host, 0, rcvbuf=1 << 16, gro=False) for _ in range(self.cfg.spray_ports - 1)
         ]
         self._spray_next = itertools.cycle(range(len(self._spray)))
-        self._per_build = min(MAX_GSO_BYTES // self.seg_size, MAX_GSO_SEGMENTS) * 64  # about 4 MB per batch
+        # The numpy sender's preallocated batch (about 4 MB); the C sender takes whatever the pacer allows.
+        self._per_build = min(MAX_GSO_BYTES // self.seg_size, MAX_GSO_SEGMENTS) * 64
         # The C data path, or the same in numpy. The receive thread retransmits too (on
         # BITMAP), with a sender of its own.
         self._fast: FastReceiver | None = None
@@ -361,10 +362,20 @@ class Endpoint:
                 out.rto = min(out.rto * 2, self.max_rto_s)
                 out.deadline = time.monotonic() + out.rto
 
+    def _per_call(self) -> int:
+        """Packets per send call: as many as the pacer lets go at once (the numpy sender: its batch)."""
+        if self._fast is None:
+            return self._per_build
+        return max(1, self.pacer.call_bytes() // self.seg_size)
+
     def _first_pass(self, out: _Out, priority: int) -> None:
         spec = out.spec
-        groups = [(int(c), np.flatnonzero(out.drop_classes == c)) for c in np.unique(out.drop_classes)]
-        per_call = self._per_build
+        classes = out.drop_classes
+        if not classes.any():  # one class (reliable messages, and lossy ones without eligible packets)
+            groups = [(0, np.arange(spec.pkt_count, dtype=np.int64))]
+        else:
+            groups = [(int(c), np.flatnonzero(classes == c)) for c in np.unique(classes)]
+        per_call = self._per_call()
         for gi, (cls, seqs) in enumerate(groups):
             for start in range(0, seqs.size, per_call):
                 chunk = seqs[start : start + per_call]
@@ -444,7 +455,7 @@ class Endpoint:
 
     def _retransmit(self, out: _Out, missing: np.ndarray, from_rx: bool = False) -> None:
         self.send_stats.retransmitted += int(missing.size)
-        per_call = self._per_build
+        per_call = self._per_call()
         for start in range(0, missing.size, per_call):
             chunk = missing[start : start + per_call]
             self._transmit(

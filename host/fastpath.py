@@ -225,6 +225,8 @@ class FastSender:
         self._c = mod
         self.seg_size = seg_size
         self.refused = 0
+        self.calls = 0
+        """Calls of ``tx_send`` (each one a transition into C and one or more ``sendmmsg``)."""
         self._ips: dict[str, int] = {}
 
     def send_packets(
@@ -252,6 +254,7 @@ class FastSender:
             priority, drop_class, last, ip, addr[1], tos, self.seg_size,
         )  # fmt: skip
         self.refused += refused
+        self.calls += 1
         return int(sent)
 
 
