@@ -52,7 +52,7 @@ def test_cpu_seconds_counts_every_thread_of_the_process() -> None:
 
 
 def test_cpu_per_gbyte_is_reported_for_both_systems_and_grows_with_the_work() -> None:
-    """Positive figures and their ratio; an all-reduce of 16 times the bytes costs more CPU (a fixed cost per call aside)."""
+    """Positive figures and their ratio; 16 times the bytes cost more CPU (beyond a fixed cost per call)."""
     small, large = (
         run(BenchConfig(workers=2, size=size, repeat=3, warmup=1, payload_bytes=8192)) for size in (1 << 19, 1 << 23)
     )
