@@ -343,6 +343,6 @@ def test_a_message_goes_out_in_as_few_send_calls_as_the_pacer_allows() -> None:
             eps[0].send(spec, values, 1, priority=3)
             eps[1].wait(handle)
             np.testing.assert_array_equal(got, values)
-            assert eps[0]._tx.calls == calls, rate  # type: ignore[attr-defined]
+            assert eps[0]._tx.calls == calls, (rate, eps[0]._tx.calls)  # type: ignore[attr-defined]
         finally:
             _close(eps)
