@@ -213,8 +213,8 @@ static PyObject *set_control(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "IIIIII", &K.probe_vt, &K.stop_vt, &K.final_flag, &K.key_at, &K.key_end, &K.kind_at))
         return NULL;
-    if (!L.set || K.key_end > 20 || K.key_at >= K.key_end || K.kind_at + 2 > 20 || K.probe_vt > 255 ||
-        K.stop_vt > 255 || K.final_flag > 255) {
+    if (!L.set || K.key_end > 20 || K.key_end > L.header_size || K.key_at >= K.key_end || K.kind_at + 2 > 20 ||
+        K.kind_at + 2 > L.header_size || K.probe_vt > 255 || K.stop_vt > 255 || K.final_flag > 255) {
         K.set = 0;
         PyErr_SetString(PyExc_ValueError, "control layout does not fit the 20 bytes a table row keeps");
         return NULL;

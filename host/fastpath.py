@@ -215,8 +215,15 @@ class FastReceiver:
 
         Applied by the next :meth:`track_sends` (the receive thread, between calls).
         """
-        if spec.num_elems > 0:
-            self._done_queue.append((_header(spec, 0, token)[:_KEY_ROW], spec.key.src, addr, tos, priority))
+        if spec.num_elems == 0:
+            return
+        cached = self._rows.get(spec.key)  # the message's table entry holds those header bytes already
+        if cached is not None:
+            row = cached[1]
+            hdr = (row["inv"] if row["full_rows"] else row["inv_tail"])[:_KEY_ROW].copy()
+        else:
+            hdr = _header(spec, 0, token)[:_KEY_ROW]
+        self._done_queue.append((hdr, spec.key.src, addr, tos, priority))
 
     def track_sends(self, generation: int, sends: Callable[[], list[tuple[MessageKey, np.ndarray]]]) -> None:
         """The sends whose STOP C takes, and the queued completed messages (receive thread, lock held).
