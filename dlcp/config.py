@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from dlcp import checks
 from dlcp.limits import Limits
 from dlcp.policy import KindPolicy, Policy
-from dlcp.protocol import UDP_PORT, MessageKind
+from dlcp.protocol import DTYPE_SIZE, HEADER_SIZE, UDP_PORT, MessageKind
 
 
 class ConfigError(ValueError):
@@ -50,12 +51,9 @@ class JobConfig:
     """Parameter servers (``mode = "ps"``)."""
 
     def __post_init__(self) -> None:
-        if not 0 <= self.id < 1 << 16:
-            raise ValueError(f"id must fit 16 bits, got {self.id}")
-        if self.workers < 1:
-            raise ValueError(f"workers must be >= 1, got {self.workers}")
-        if self.servers < 1:
-            raise ValueError(f"servers must be >= 1, got {self.servers}")
+        checks.in_range("id", self.id, 0, (1 << 16) - 1)
+        checks.at_least("workers", self.workers, 1)
+        checks.at_least("servers", self.servers, 1)
 
 
 @dataclass(frozen=True)
@@ -78,16 +76,27 @@ class TransportConfig:
     """Receive through the C fast path (``dlcp.host._fastpath``) when it is built; false: the numpy path."""
 
     def __post_init__(self) -> None:
-        if not 0 <= self.port < 1 << 16:
-            raise ValueError(f"port must be a UDP port, got {self.port}")
-        if not 4 <= self.payload_bytes <= 65000:
-            raise ValueError(f"payload_bytes must be in 4..65000, got {self.payload_bytes}")
-        if self.spray_ports < 1:
-            raise ValueError(f"spray_ports must be >= 1, got {self.spray_ports}")
-        if self.reorder_window < 0:
-            raise ValueError(f"reorder_window must be >= 0, got {self.reorder_window}")
-        if self.peer_timeout_s <= 0:
-            raise ValueError(f"peer_timeout_s must be positive, got {self.peer_timeout_s}")
+        checks.in_range("port", self.port, 0, (1 << 16) - 1)
+        check_payload_bytes("payload_bytes", self.payload_bytes)
+        checks.at_least("spray_ports", self.spray_ports, 1)
+        checks.at_least("reorder_window", self.reorder_window, 0)
+        checks.positive("peer_timeout_s", self.peer_timeout_s)
+
+
+MAX_PAYLOAD_BYTES = 65000 - HEADER_SIZE
+"""Largest DLCP payload per packet: header and payload must fit one segment of the transport's
+GSO batches (65000 bytes, ``MAX_GSO_BYTES`` in ``host/udp.py``); a payload of 65000 fails at the
+first send."""
+
+
+def check_payload_bytes(name: str, value: int) -> int:
+    """A payload every element type fills exactly: a multiple of the largest element size, up to the maximum.
+
+    (A payload that is not a multiple of the element size leaves the packets shorter
+    than the segments the transport sends and receives.)
+    """
+    step = max(DTYPE_SIZE.values())
+    return checks.multiple_in_range(name, value, step, step, MAX_PAYLOAD_BYTES, unit="bytes")
 
 
 @dataclass(frozen=True)
@@ -169,6 +178,8 @@ def _build(cls: type, table: Any, prefix: str, skip: frozenset[str] | set[str] =
         kwargs[name] = _convert(value, hints[name], prefix + name)
     try:
         return cls(**kwargs)
+    except checks.BadValue as exc:
+        raise ConfigError(str(exc if exc.name.startswith(prefix) else exc.renamed(prefix + exc.name))) from None
     except ValueError as exc:
         raise ConfigError(f"{prefix}{exc}" if prefix else str(exc)) from None
 

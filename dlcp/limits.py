@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dlcp import checks
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -18,8 +20,7 @@ class Limits:
 
     def __post_init__(self) -> None:
         for name in ("max_message_bytes", "max_job_bytes", "max_stash_bytes", "completed_memory"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 0:
-                raise ValueError(f"limits.{name} must be a non-negative integer, got {v!r}")
-        if self.max_message_bytes > self.max_job_bytes:
-            raise ValueError("limits.max_message_bytes cannot exceed limits.max_job_bytes")
+            checks.at_least(f"limits.{name}", getattr(self, name), 0)
+        checks.in_range(
+            "limits.max_message_bytes", self.max_message_bytes, 0, self.max_job_bytes, note="limits.max_job_bytes"
+        )

@@ -152,6 +152,18 @@ def segment_count(nbytes: int, seg_size: int) -> int:
     return -(-nbytes // seg_size)
 
 
+def segment_lengths(nbytes: int, seg_size: int) -> np.ndarray:
+    """Bytes in each segment of a GRO/GSO buffer of ``nbytes``: ``seg_size`` each, the last one possibly short.
+
+    The cut the receiver makes (``Assembler.ingest`` computes the same inline), for the capture decoder.
+    """
+    n = segment_count(nbytes, seg_size)
+    lengths = np.full(n, seg_size, dtype=np.int64)
+    if n:
+        lengths[-1] = nbytes - (n - 1) * seg_size
+    return lengths
+
+
 def check_headers(hdrs: np.ndarray, available: np.ndarray) -> np.ndarray:
     """Vectorised wire-level checks. Returns one :class:`DropReason` code per header (0 = OK).
 

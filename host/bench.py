@@ -6,6 +6,7 @@ An iteration's time is the slowest rank's, measured between two barriers.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from dataclasses import asdict, dataclass
@@ -14,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from dlcp.config import DLCPConfig, TransportConfig, load
-from dlcp.host.collectives import Mode
+from dlcp import checks, resources
+from dlcp.config import ConfigError, DLCPConfig, TransportConfig, load
+from dlcp.host.collectives import Collectives, Mode, split_bounds
 from dlcp.host.launch import spawn
 from dlcp.host.loss import LossInjector, LossSpec
 
@@ -39,28 +41,103 @@ class BenchConfig:
     """A DLCP job file whose ``[policy]`` and ``[limits]`` DLCP runs with (the flags set the transport)."""
 
     def __post_init__(self) -> None:
-        if self.workers < 2:
-            raise ValueError("--workers must be at least 2")
-        if self.size < 4 or self.size % 4:
-            raise ValueError("--size must be a positive multiple of 4 bytes (float32)")
-        if self.mode not in ("ring", "ps"):
-            raise ValueError("--mode must be ring or ps")
-        if self.baseline not in ("gloo", "none"):
-            raise ValueError("--baseline must be gloo or none")
-        if self.repeat < 1:
-            raise ValueError("--repeat must be >= 1")
-        if self.reorder_window < 0:
-            raise ValueError("--reorder-window must be >= 0")
+        checks.at_least("--workers", self.workers, 2)
+        if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 4 or self.size % 4:
+            raise checks.BadValue("--size", self.size, "must be a positive multiple of 4 bytes (float32 elements)")
+        checks.one_of("--mode", self.mode, ("ring", "ps"))
+        checks.fraction("--inject-loss", self.inject_loss)
+        checks.one_of("--loss-pattern", self.loss_pattern, ("random", "bursty"))
+        checks.at_least("--repeat", self.repeat, 1)
+        checks.at_least("--warmup", self.warmup, 0)
+        checks.one_of("--baseline", self.baseline, ("gloo", "none"))
+        checks.seed("--seed", self.seed)
+        self.transport()
+
+    def transport(self) -> TransportConfig:
+        """DLCP's transport settings, from the flags (a bad one is named by its flag)."""
+        try:
+            return TransportConfig(port=0, payload_bytes=self.payload_bytes, reorder_window=self.reorder_window)
+        except checks.BadValue as exc:
+            raise exc.renamed(_FLAGS.get(exc.name, exc.name)) from None
+
+
+_FLAGS = {"payload_bytes": "--payload", "reorder_window": "--reorder-window"}
+
+_BYTES_PER_TENSOR_BYTE = {"ring": 3.5, "ps": 6.5}
+"""Resident memory of a rank per byte of ``--size``, beyond :data:`dlcp.resources.WORKER_BASE_BYTES`:
+the tensor, its copies for each system, receive scratch and (PS) the shard's aggregate
+and the previous pull. Measured (peak RSS at 256 MiB, 2 workers): ring 2.9 with gloo,
+PS 5.2 without."""
+
+
+def assembly_plan(cfg: BenchConfig) -> tuple[int, int]:
+    """(largest message, bytes in assembly at once) that one rank's receiver holds in an all-reduce of ``cfg``.
+
+    Ring: the tensor is cut into segments (``Collectives.allreduce_ring``'s
+    ``segment_bytes``), each into one chunk per rank, and every reduce-scatter
+    and all-gather receive is posted up front. PS (every rank serves a shard): a
+    shard per push from each other worker, and a shard per pull from each other server.
+    """
+    n, w = cfg.size // 4, cfg.workers
+    if cfg.mode == "ring":
+        segment = inspect.signature(Collectives.allreduce_ring).parameters["segment_bytes"].default
+        n_seg = max(1, min(64, cfg.size // max(1, segment)))
+        seg_elems = int(np.diff(split_bounds(n, n_seg)).max())
+        largest = int(np.diff(split_bounds(seg_elems, w)).max()) * 4
+        return largest, 2 * (w - 1) * n_seg * largest
+    largest = int(np.diff(split_bounds(n, w)).max()) * 4
+    return largest, 2 * (w - 1) * largest
+
+
+def check(cfg: BenchConfig, job: DLCPConfig) -> None:
+    """What the flags and the job file ask of this machine and of DLCP's limits, before any process starts.
+
+    Raises :class:`~dlcp.checks.BadValue` for a run that cannot work here; logs a warning
+    for one that can but will cost (more workers than CPUs, most of the memory).
+    """
+    largest, at_once = assembly_plan(cfg)
+    source = f"--config {cfg.config}: " if cfg.config is not None else ""
+    what = f"a --size {cfg.size} all-reduce over --workers {cfg.workers} ({cfg.mode})"
+    if largest > job.limits.max_message_bytes:
+        raise checks.BadValue(
+            f"{source}limits.max_message_bytes", job.limits.max_message_bytes,
+            f"must be at least {largest}, the largest message of {what}",
+        )  # fmt: skip
+    if at_once > job.limits.max_job_bytes:
+        raise checks.BadValue(
+            f"{source}limits.max_job_bytes", job.limits.max_job_bytes,
+            f"must be at least {at_once}, the bytes a receiver holds in assembly during {what}",
+        )  # fmt: skip
+    resources.check_workers("--workers", cfg.workers)
+    base = resources.WORKER_BASE_BYTES
+    factor = _BYTES_PER_TENSOR_BYTE[cfg.mode]
+    per_rank = base + int(factor * cfg.size)
+    need = cfg.workers * per_rank
+    breakdown = f"{cfg.workers} workers x ({resources.gbytes(base)} + {factor} x {resources.gbytes(cfg.size)})"
+    avail = resources.available_memory()
+    if avail is not None and cfg.workers * base > avail:  # too many processes, whatever the size
+        resources.check_memory("--workers", cfg.workers, need, breakdown, f"at most {avail // per_rank} fit")
+    elif avail is not None:
+        fits = max(0, int((avail / cfg.workers - base) / factor) // 4 * 4)
+        resources.check_memory("--size", cfg.size, need, breakdown, f"at most {fits} fits")
 
 
 _BLOCK = 5
 """Measured iterations per turn of each system (see _rank_main)."""
 
 
+def _timeout_s(cfg: BenchConfig) -> float:
+    """How long to wait for the ranks: generous (20 MB/s per rank), so only a hung run times out."""
+    turns = -(-cfg.repeat // _BLOCK)
+    iterations = (cfg.warmup + cfg.repeat + turns) * (2 if cfg.baseline == "gloo" else 1)
+    iterations *= 2 if cfg.inject_loss else 1
+    return 600.0 + iterations * cfg.workers * cfg.size / 20e6
+
+
 def _summary(times: list[float], size: int) -> dict[str, float]:
     t = np.asarray(times)
     med = float(np.median(t))
-    return {"median_s": med, "p99_s": float(np.percentile(t, 99)), "gbps": size / med / 1e9}
+    return {"median_s": med, "p99_s": float(np.percentile(t, 99)), "gbytes_per_s": size / med / 1e9}
 
 
 def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig, job: DLCPConfig) -> dict[str, Any]:
@@ -81,7 +158,7 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig, job: DL
     loss = LossSpec(rate=cfg.inject_loss, pattern=cfg.loss_pattern, seed=cfg.seed * 1000 + rank)  # type: ignore[arg-type]
     with open_session(
         rank=rank, world=world, store_host="127.0.0.1", store_port=store_port, job_id=1,
-        transport=TransportConfig(port=0, payload_bytes=cfg.payload_bytes, reorder_window=cfg.reorder_window),
+        transport=cfg.transport(),
         policy=job.policy, limits=job.limits, loss=loss,
         server_ranks=tuple(range(world)) if cfg.mode == "ps" else (0,), store=store,
     ) as s:  # fmt: skip
@@ -147,8 +224,12 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig, job: DL
 
 
 def run(cfg: BenchConfig) -> dict[str, Any]:
-    job = load(cfg.config) if cfg.config is not None else DLCPConfig()  # a bad file fails here, before any spawn
-    per_rank = spawn(_rank_main, cfg.workers, cfg, job, timeout_s=600.0, threads_per_proc=1)
+    try:  # a bad file fails here, before any spawn
+        job = load(cfg.config) if cfg.config is not None else DLCPConfig()
+    except ConfigError as exc:
+        raise ConfigError(f"--config {exc}") from None
+    check(cfg, job)
+    per_rank = spawn(_rank_main, cfg.workers, cfg, job, timeout_s=_timeout_s(cfg), threads_per_proc=1)
     result: dict[str, Any] = {"config": asdict(cfg)}
     for name in ("dlcp", "gloo", "dlcp_lossless"):
         if name in per_rank[0]:
@@ -158,7 +239,7 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
     result["dlcp"]["retransmitted_packets"] = int(sum(r["retransmitted"] for r in per_rank))
     result["dlcp"]["injected_drops"] = int(sum(r["injected"] for r in per_rank))
     if "gloo" in result:
-        result["ratio_gbps_vs_gloo"] = result["dlcp"]["gbps"] / result["gloo"]["gbps"]
+        result["ratio_gbytes_per_s_vs_gloo"] = result["dlcp"]["gbytes_per_s"] / result["gloo"]["gbytes_per_s"]
     if "dlcp_lossless" in result:
         result["ratio_p99_lossy_vs_lossless_median"] = result["dlcp"]["p99_s"] / result["dlcp_lossless"]["median_s"]
         # The lossless tail itself: on a noisy host it alone can exceed the goal for the above.

@@ -19,9 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from dlcp.config import TransportConfig
+from dlcp import checks, resources
+from dlcp.config import TransportConfig, check_payload_bytes
 from dlcp.host.launch import spawn
 from dlcp.host.loss import LossSpec
+from dlcp.host.traffic import DLCPCounters, dlcp_bytes_sent, tcp_bytes_sent
 from dlcp.policy import KindPolicy, Policy
 from dlcp.protocol import MessageKind
 
@@ -51,18 +53,60 @@ class TrainConfig:
     """PS pull loss bound (default: the policy's, 0.005)."""
 
     def __post_init__(self) -> None:
-        if self.workers < 1:
-            raise ValueError("--workers must be >= 1")
-        if self.mode not in ("ring", "ps"):
-            raise ValueError("--mode must be ring or ps")
-        if self.backend not in ("dlcp", "gloo"):
-            raise ValueError("--backend must be dlcp or gloo")
-        if self.model not in MODELS:
-            raise ValueError(f"--model must be one of {', '.join(MODELS)}")
-        if not 0 <= self.loss_bound < 1 or not 0 <= self.inject_loss < 1:
-            raise ValueError("--loss-bound and --inject-loss must be in [0, 1)")
-        if self.epochs < 1 or self.batch_size < 1:
-            raise ValueError("--epochs and --batch-size must be >= 1")
+        checks.at_least("--workers", self.workers, 1)
+        checks.one_of("--mode", self.mode, ("ring", "ps"))
+        checks.one_of("--backend", self.backend, ("dlcp", "gloo"))
+        checks.one_of("--model", self.model, MODELS)
+        checks.at_least("--epochs", self.epochs, 1)
+        checks.at_least("--batch-size", self.batch_size, 1)
+        checks.positive("--lr", self.lr)
+        checks.fraction("--loss-bound", self.loss_bound)
+        checks.fraction("--inject-loss", self.inject_loss)
+        if self.inject_loss and self.backend != "dlcp":
+            raise checks.BadValue("--inject-loss", self.inject_loss, "must be 0 with --backend gloo (DLCP injects it)")
+        checks.in_range(
+            "--samples", self.train_samples, self.workers * self.batch_size,
+            note=f"one step: {self.workers} workers x {self.batch_size} samples per batch (--batch-size)",
+        )  # fmt: skip
+        checks.at_least("test_samples", self.test_samples, 1)
+        checks.seed("--seed", self.seed)
+        check_payload_bytes("payload_bytes", self.payload_bytes)
+        if self.pull_bound is not None:
+            checks.fraction("pull_bound", self.pull_bound)
+
+    @property
+    def iterations(self) -> int:
+        """Training iterations: whole global batches per epoch, times the epochs."""
+        return self.epochs * (self.train_samples // (self.workers * self.batch_size))
+
+
+def param_count(model: str) -> int:
+    h1, h2 = MODELS[model]
+    return (DIM + 1) * h1 + (h1 + 1) * h2 + (h2 + 1) * CLASSES
+
+
+_WORKER_BYTES = resources.WORKER_BASE_BYTES + (100 << 20)
+"""A training worker before its model and data: the bench's worker plus DDP and autograd (381 MB measured, mlp)."""
+_BYTES_PER_PARAM = 4 * 14
+"""float32 parameters, gradients, momentum, DDP's buckets and DLCP's buffers (805 MB measured, mlp-large)."""
+_BYTES_PER_SAMPLE = 20 * DIM
+"""The task as float32 plus its float64 draft while it is made."""
+
+
+def check(cfg: TrainConfig) -> None:
+    """What ``cfg`` asks of this machine, before any process starts: refuse what cannot work, warn what will cost."""
+    resources.check_workers("--workers", cfg.workers)
+    h1, h2 = MODELS[cfg.model]
+    activations = cfg.batch_size * (DIM + h1 + h2 + CLASSES) * 4 * 4
+    model = _BYTES_PER_PARAM * param_count(cfg.model) + activations
+    data = _BYTES_PER_SAMPLE * (cfg.train_samples + cfg.test_samples)
+    need = cfg.workers * (_WORKER_BYTES + model + data)
+    g = resources.gbytes
+    breakdown = f"{cfg.workers} workers x ({g(_WORKER_BYTES)} + {g(model)} for {cfg.model} + {g(data)} of samples)"
+    if data > model:
+        resources.check_memory("--samples", cfg.train_samples, need, breakdown)
+    else:
+        resources.check_memory("--workers", cfg.workers, need, breakdown)
 
 
 def make_task(seed: int, n_train: int, n_test: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -135,6 +179,9 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: TrainConfig) -> dict
     global_batch = cfg.batch_size * world
     steps = cfg.train_samples // global_batch
     times: list[float] = []
+    # What this rank sends while it trains (not the set-up before, nor the evaluation after).
+    tcp_before = tcp_bytes_sent()
+    dlcp_before = DLCPCounters.of(session.endpoint) if session is not None else DLCPCounters()
     for _epoch in range(cfg.epochs):
         order = rng.permutation(cfg.train_samples)
         for step in range(steps):
@@ -145,6 +192,8 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: TrainConfig) -> dict
             lossf(ddp(xb), yb).backward()
             opt.step()
             times.append(time.perf_counter() - start)
+    tcp_after = tcp_bytes_sent()
+    dlcp_sent = (DLCPCounters.of(session.endpoint) if session is not None else DLCPCounters()) - dlcp_before
 
     def sample() -> np.ndarray:
         flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
@@ -159,19 +208,30 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: TrainConfig) -> dict
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
     digest = float(np.sum(flat.astype(np.float64) * np.arange(1, flat.size + 1) % 997))
     out: dict[str, Any] = {"times": times, "accuracy": accuracy, "param_digest": digest, "sample": before_resync}
+    out["tcp_bytes_sent"] = None if tcp_before is None or tcp_after is None else tcp_after - tcp_before
+    out["dlcp_sent"] = dlcp_sent
     if state is not None and session is not None:
-        out["bytes_sent"] = state.bytes_sent
         out["loss"] = state.loss_stats()
         state.close()
         session.close()
-    else:
-        out["bytes_sent"] = sum(p.numel() * 4 for p in model.parameters()) * len(times)
     dist.destroy_process_group()
     return out
 
 
-def run(cfg: TrainConfig) -> dict[str, Any]:
-    per_rank = spawn(_rank_main, cfg.workers, cfg, timeout_s=1800.0, threads_per_proc=1)
+def _traffic(per_rank: list[dict[str, Any]]) -> dict[str, int | None]:
+    """Bytes all ranks sent while training, measured (``dlcp.host.traffic``): over TCP, over DLCP, and in all."""
+    tcp = None if any(r["tcp_bytes_sent"] is None for r in per_rank) else sum(r["tcp_bytes_sent"] for r in per_rank)
+    dlcp = dlcp_bytes_sent([r["dlcp_sent"] for r in per_rank])
+    return {"tcp_bytes_sent": tcp, "dlcp_bytes_sent": dlcp, "bytes_sent": None if tcp is None else tcp + dlcp}
+
+
+def run(cfg: TrainConfig, *, checked: bool = False) -> dict[str, Any]:
+    """Train as ``cfg`` says; ``checked``: :func:`check` has run already (``dlcp demo`` checks every run first)."""
+    if not checked:
+        check(cfg)
+    # Generous: 2 s per step, more where workers share CPUs; only a hung run times out.
+    share = max(1.0, cfg.workers / resources.usable_cpus())
+    per_rank = spawn(_rank_main, cfg.workers, cfg, timeout_s=600.0 + 2.0 * share * cfg.iterations, threads_per_proc=1)
     n = len(per_rank[0]["times"])
     slowest = np.array([max(r["times"][i] for r in per_rank) for i in range(n)])
     first = per_rank[0]
@@ -181,7 +241,7 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
         "iter_p50_s": float(np.percentile(slowest, 50)),
         "iter_p99_s": float(np.percentile(slowest, 99)),
         "iter_times_s": slowest.tolist(),
-        "bytes_sent": int(sum(r["bytes_sent"] for r in per_rank)),
+        **_traffic(per_rank),
         "replicas_identical": len({r["param_digest"] for r in per_rank}) == 1,
         "max_replica_divergence_before_resync": float(
             max(np.abs(r["sample"] - first["sample"]).max() for r in per_rank)

@@ -16,7 +16,7 @@ def test_a_job_files_policy_is_what_dlcp_runs_with(tmp_path: Path) -> None:
     strict.write_text("[policy.reduce_scatter]\nloss_bound = 0.0\n")
     default, exact = run(BenchConfig(**LOSSY)), run(BenchConfig(**LOSSY, config=str(strict)))  # type: ignore[arg-type]
     for r in (default, exact):
-        assert set(r["dlcp"]) >= {"median_s", "p99_s", "gbps", "loss_fraction"}
+        assert set(r["dlcp"]) >= {"median_s", "p99_s", "gbytes_per_s", "loss_fraction"}
         assert r["dlcp"]["injected_drops"] > 0 and r["dlcp"]["retransmitted_packets"] > 0
         assert "gloo" not in r and "dlcp_lossless" in r
     assert 0 < default["dlcp"]["loss_fraction"] <= 0.01

@@ -7,11 +7,13 @@ from typing import Any
 
 import numpy as np
 
+from dlcp import checks, resources
 from dlcp.assembler import Assembler
+from dlcp.config import check_payload_bytes
 from dlcp.message import MessageKey, MessageSpec
 from dlcp.packetizer import build_packets
 from dlcp.policy import Policy
-from dlcp.protocol import MessageKind
+from dlcp.protocol import HEADER_SIZE, MessageKind
 
 
 def _best(fn: Any, repeat: int) -> float:
@@ -23,8 +25,30 @@ def _best(fn: Any, repeat: int) -> float:
     return best
 
 
+_BYTES_PER_MESSAGE_BYTE = 4.0
+"""Peak resident memory per byte of ``--size``: the values, the output, the packets and
+the policy's scratch (3.8 measured at 256 MiB)."""
+
+
+def check(size_bytes: int, payload_bytes: int, gro_bytes: int, repeat: int) -> None:
+    """Refuse values the benchmark cannot run with, naming the flag (:class:`~dlcp.checks.BadValue`)."""
+    if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes < 4 or size_bytes % 4:
+        raise checks.BadValue("--size", size_bytes, "must be a positive multiple of 4 bytes (float32 elements)")
+    check_payload_bytes("--payload", payload_bytes)
+    checks.in_range(
+        "--gro", gro_bytes, HEADER_SIZE + payload_bytes, unit="bytes", note="one packet: header + --payload"
+    )
+    checks.at_least("--repeat", repeat, 1)
+    need = int(_BYTES_PER_MESSAGE_BYTE * size_bytes) + (64 << 20)
+    avail = resources.available_memory()
+    fits = max(0, int(((avail or 0) - (64 << 20)) / _BYTES_PER_MESSAGE_BYTE)) // 4 * 4
+    breakdown = f"{_BYTES_PER_MESSAGE_BYTE} x {resources.gbytes(size_bytes)} + 64 MiB"
+    resources.check_memory("--size", size_bytes, need, breakdown, f"at most {fits} fits")
+
+
 def run(size_bytes: int = 64 << 20, payload_bytes: int = 8192, gro_bytes: int = 65536, repeat: int = 3) -> dict:
-    """Seconds and GB/s of each step, with the ratio to a memcpy of the same bytes."""
+    """Seconds and GB/s (gigabytes per second) of each step, with the ratio to a memcpy of the same bytes."""
+    check(size_bytes, payload_bytes, gro_bytes, repeat)
     n = size_bytes // 4
     values = np.random.default_rng(0).standard_normal(n).astype(np.float32)
     out = np.zeros_like(values)
@@ -60,8 +84,8 @@ def run(size_bytes: int = 64 << 20, payload_bytes: int = 8192, gro_bytes: int = 
     gb = size_bytes / 1e9
     return {
         "config": {"size_bytes": size_bytes, "payload_bytes": payload_bytes, "gro_bytes": gro_bytes},
-        "memcpy": {"s": copy_s, "gbps": gb / copy_s},
-        "packetize": {"s": pack_s, "gbps": gb / pack_s, "vs_memcpy": copy_s / pack_s},
-        "ingest": {"s": ingest_s, "gbps": gb / ingest_s, "vs_memcpy": copy_s / ingest_s, "calls": len(chunks)},
+        "memcpy": {"s": copy_s, "gbytes_per_s": gb / copy_s},
+        "packetize": {"s": pack_s, "gbytes_per_s": gb / pack_s, "vs_memcpy": copy_s / pack_s},
+        "ingest": {"s": ingest_s, "gbytes_per_s": gb / ingest_s, "vs_memcpy": copy_s / ingest_s, "calls": len(chunks)},
         "classify": {"s": classify_s, "vs_abs_mean": stat_s / classify_s},
     }

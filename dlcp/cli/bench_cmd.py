@@ -33,10 +33,10 @@ def _core(args: argparse.Namespace) -> int:
         return 0
     sys.stdout.write(f"message {args.size / 1e6:.0f} MB, payload {args.payload} B, {args.gro} B per ingest call\n")
     sys.stdout.write(f"{'step':<10} {'seconds':>9} {'GB/s':>7} {'vs baseline':>12}\n")
-    sys.stdout.write(f"{'memcpy':<10} {r['memcpy']['s']:>9.4f} {r['memcpy']['gbps']:>7.2f} {'1.00':>12}\n")
+    sys.stdout.write(f"{'memcpy':<10} {r['memcpy']['s']:>9.4f} {r['memcpy']['gbytes_per_s']:>7.2f} {'1.00':>12}\n")
     for step in ("packetize", "ingest"):
         s = r[step]
-        sys.stdout.write(f"{step:<10} {s['s']:>9.4f} {s['gbps']:>7.2f} {s['vs_memcpy']:>12.2f}\n")
+        sys.stdout.write(f"{step:<10} {s['s']:>9.4f} {s['gbytes_per_s']:>7.2f} {s['vs_memcpy']:>12.2f}\n")
     c = r["classify"]
     sys.stdout.write(f"{'classify':<10} {c['s']:>9.4f} {'':>7} {c['vs_abs_mean']:>12.2f}  (vs np.abs().mean())\n")
     return 0
@@ -93,14 +93,14 @@ def _allreduce(args: argparse.Namespace) -> int:
             label = {"dlcp_lossless": "dlcp (no loss)", "dlcp": "dlcp" + (" (loss)" if cfg.inject_loss else "")}.get(
                 name, name
             )
-            sys.stdout.write(f"{label:<15} {v['median_s']:>10.4f} {v['p99_s']:>10.4f} {v['gbps']:>8.3f}\n")
+            sys.stdout.write(f"{label:<15} {v['median_s']:>10.4f} {v['p99_s']:>10.4f} {v['gbytes_per_s']:>8.3f}\n")
     d = r["dlcp"]
     sys.stdout.write(
         f"dlcp loss accepted {d['loss_fraction']:.3%}, retransmitted {d['retransmitted_packets']} packets,"
         f" injected drops {d['injected_drops']}\n"
     )
-    if "ratio_gbps_vs_gloo" in r:
-        sys.stdout.write(f"ratio dlcp/gloo (GB/s): {r['ratio_gbps_vs_gloo']:.2f}\n")
+    if "ratio_gbytes_per_s_vs_gloo" in r:
+        sys.stdout.write(f"ratio dlcp/gloo (GB/s): {r['ratio_gbytes_per_s_vs_gloo']:.2f}\n")
     if "ratio_p99_lossy_vs_lossless_median" in r:
         sys.stdout.write(
             f"ratio dlcp p99 under loss / lossless median: {r['ratio_p99_lossy_vs_lossless_median']:.2f}\n"

@@ -7,6 +7,11 @@ import json
 import sys
 
 
+def megabytes(n: int | None) -> str:
+    """Bytes as MB (10**6), or n/a where they were not measured."""
+    return "n/a" if n is None else f"{n / 1e6:.1f}"
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "train",
@@ -22,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--loss-bound", type=float, default=0.01, help="loss bound of gradient messages")
     p.add_argument("--inject-loss", type=float, default=0.0, help="fraction of data packets each receiver drops")
+    p.add_argument("--samples", type=int, default=8192, help="training samples")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_train)
@@ -33,7 +39,7 @@ def _train(args: argparse.Namespace) -> int:
     cfg = TrainConfig(
         workers=args.workers, mode=args.mode, backend=args.backend, model=args.model, epochs=args.epochs,
         batch_size=args.batch_size, lr=args.lr, loss_bound=args.loss_bound, inject_loss=args.inject_loss,
-        seed=args.seed,
+        train_samples=args.samples, seed=args.seed,
     )  # fmt: skip
     r = run(cfg)
     if args.json:
@@ -44,7 +50,8 @@ def _train(args: argparse.Namespace) -> int:
         f"{cfg.backend} {cfg.mode if cfg.backend == 'dlcp' else ''} model={cfg.model} workers={cfg.workers}"
         f" epochs={cfg.epochs} loss-bound={cfg.loss_bound} inject-loss={cfg.inject_loss}\n"
         f"test accuracy {r['test_accuracy']:.4f}  iteration p50 {r['iter_p50_s'] * 1e3:.1f} ms"
-        f"  p99 {r['iter_p99_s'] * 1e3:.1f} ms  bytes sent {r['bytes_sent'] / 1e6:.1f} MB"
+        f"  p99 {r['iter_p99_s'] * 1e3:.1f} ms  sent {megabytes(r['bytes_sent'])} MB"
+        f" (TCP {megabytes(r['tcp_bytes_sent'])}, DLCP {megabytes(r['dlcp_bytes_sent'])})"
         f"  accepted loss {r['loss_fraction']:.3%}  replicas identical: {r['replicas_identical']}\n"
     )
     return 0

@@ -5,39 +5,57 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from dlcp import checks
+from dlcp.cli.train_cmd import megabytes
+from dlcp.host.train import TrainConfig, check, run
+
 log = logging.getLogger(__name__)
 
 
-def _runs(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
-    common = {"workers": args.workers, "model": args.model, "epochs": args.epochs, "train_samples": args.samples,
-              "seed": args.seed, "loss_bound": args.loss_bound}  # fmt: skip
+def _runs(args: argparse.Namespace) -> list[tuple[str, TrainConfig]]:
+    """The three runs, every value checked (:class:`~dlcp.checks.BadValue`) before any of them starts."""
+    common: dict[str, Any] = {
+        "workers": args.workers, "model": args.model, "epochs": args.epochs, "train_samples": args.samples,
+        "seed": args.seed, "loss_bound": args.loss_bound,
+    }  # fmt: skip
     return [
-        ("gloo", {**common, "backend": "gloo"}),
-        ("dlcp", {**common, "backend": "dlcp", "mode": "ring"}),
-        (
-            f"dlcp+{args.inject_loss:.0%} loss",
-            {**common, "backend": "dlcp", "mode": "ring", "inject_loss": args.inject_loss},
-        ),
-    ]
+        ("gloo", TrainConfig(**common, backend="gloo")),
+        ("dlcp", TrainConfig(**common, backend="dlcp", mode="ring")),
+        (f"dlcp+{args.inject_loss * 100:g}% loss",
+         TrainConfig(**common, backend="dlcp", mode="ring", inject_loss=args.inject_loss)),
+    ]  # fmt: skip
+
+
+def _out_dir(path: str) -> Path:
+    """``--out`` as a folder this process can write, created if missing."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise checks.BadValue("--out", path, "must be a folder, and it is a file")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise checks.BadValue("--out", path, f"must be a folder that can be created ({exc.strerror})") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise checks.BadValue("--out", path, "must be a folder this user can write")
+    return out
 
 
 def run_training_demo(args: argparse.Namespace) -> int:
-    from dlcp.host.train import TrainConfig, run
-
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    results: list[dict[str, Any]] = []
     runs = _runs(args)
-    for i, (name, kwargs) in enumerate(runs, 1):
+    check(runs[0][1])  # the runs differ only in backend and loss: one check covers the machine's share
+    out_dir = _out_dir(args.out)
+    results: list[dict[str, Any]] = []
+    for i, (name, cfg) in enumerate(runs, 1):
         sys.stderr.write(f"[{i}/{len(runs)}] training with {name} ({args.workers} workers, {args.model}) ...\n")
         sys.stderr.flush()
         start = time.perf_counter()
-        r = run(TrainConfig(**kwargs))
+        r = run(cfg, checked=True)
         r["name"] = name
         results.append(r)
         sys.stderr.write(f"[{i}/{len(runs)}] {name}: done in {time.perf_counter() - start:.0f} s\n")
@@ -48,9 +66,14 @@ def run_training_demo(args: argparse.Namespace) -> int:
     for r in results:
         sys.stdout.write(
             f"{r['name']:<16} {r['test_accuracy']:>9.4f} {r['iter_p50_s'] * 1e3:>12.1f} {r['iter_p99_s'] * 1e3:>12.1f}"
-            f" {r['loss_fraction']:>14.3%} {r['bytes_sent'] / 1e6:>9.1f}"
+            f" {r['loss_fraction']:>14.3%} {megabytes(r['bytes_sent']):>9}"
             f" {'same' if r['replicas_identical'] else 'DIFFER':>9}\n"
         )
+    sys.stdout.write(
+        "\nMB sent: bytes all workers sent while training, measured: TCP payload from the kernel's per-socket"
+        " counters\n(gloo), DLCP data packets (header and payload, retransmissions included) from the transport's"
+        " counters.\n"
+    )
     sys.stdout.write(f"\nraw results: {out_dir / 'demo.json'}" + (f"\nplot: {plot}" if plot else "") + "\n")
     return 0
 
