@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import grpc
 import pytest
 from finsy import P4Schema
@@ -153,3 +155,22 @@ def test_arbiter_bookkeeping() -> None:
     assert arb.remove("a") == []
     sent = arb.remove("b")
     assert sent == [] and arb.primary is None and not arb.is_primary(7)
+
+
+def test_too_many_streams(raw: RawClient, streams: list[Stream]) -> None:
+    from dlcp.testbed.switch.p4runtime.server import MAX_STREAMS
+
+    for i in range(MAX_STREAMS):
+        open_stream(raw, streams, i + 1).next_arbitration()
+    assert ended(open_stream(raw, streams, 100)) == grpc.StatusCode.RESOURCE_EXHAUSTED
+    streams.pop(0).close()
+    # The server notices the cancelled stream asynchronously: retry, with a generous deadline.
+    deadline = time.monotonic() + 30
+    while True:
+        extra = open_stream(raw, streams, 200)
+        msg = extra.next()
+        if isinstance(msg, p4r.StreamMessageResponse) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert isinstance(msg, p4r.StreamMessageResponse), "a closed stream frees its place"
+    assert status(msg.arbitration) == (OK, 200)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from finsy.proto import p4r
@@ -119,3 +121,30 @@ def test_shell_verb_refuses_bad_arguments_before_starting(argv: list[str], messa
     args = parser.parse_args(argv)
     with pytest.raises(ValueError, match=message):
         args.func(args)
+
+
+DLCP = Path(sys.executable).with_name("dlcp")
+
+
+def test_dlcp_switch_shell_command(server: P4RuntimeServer, raw: RawClient, backend: RecordingBackend) -> None:
+    """The real command, commands on standard input: the shell pushes DLCP's P4Info and inserts a route."""
+    commands = (
+        'te = table_entry["ipv4_routes"](action="set_next_hop_group")\n'
+        'te.match["dst_addr"] = "10.7.0.0/16"\n'
+        'te.action["group"] = "7"\n'
+        "te.insert()\n"
+    )
+    argv = [str(DLCP), "switch", "shell", f"127.0.0.1:{server.port}", "--election-id", "0,5"]
+    result = subprocess.run(argv, input=commands, text=True, capture_output=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    (ours,) = raw.read(p4r.Entity(table_entry=p4r.TableEntry(table_id=39645294)))
+    assert ours.table_entry.match[0].lpm.value == b"\x0a\x07\x00\x00"
+    assert backend.resets == 1
+
+
+def test_dlcp_switch_shell_unreachable_is_exit_2() -> None:
+    result = subprocess.run(
+        [str(DLCP), "switch", "shell", "127.0.0.1:1"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 2
+    assert "127.0.0.1:1" in result.stderr and "UNAVAILABLE" in result.stderr

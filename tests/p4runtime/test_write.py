@@ -392,3 +392,38 @@ def test_modify_without_action_is_a_no_op(
     bare.entity.table_entry.match[0].lpm.value = b"\x0b\x00\x00\x00"
     bare.entity.table_entry.match[0].lpm.prefix_len = 8
     assert code_of(one_error(raw, bare)) == "NOT_FOUND"
+
+
+def test_concurrent_writers_and_readers_agree_with_the_data_plane(
+    raw: RawClient, primary: Stream, backend: RecordingBackend, schema: P4Schema
+) -> None:
+    import threading
+
+    errors: list[BaseException] = []
+
+    def writer(k: int) -> None:
+        try:
+            for i in range(25):
+                raw.write([update(INSERT, route(f"10.{k}.{i}.0/24", group=k), schema)])
+                if i % 5 == 0:
+                    raw.write([update(DELETE, route(f"10.{k}.{i}.0/24"), schema)])
+        except BaseException as exc:
+            errors.append(exc)
+
+    def reader() -> None:
+        try:
+            for _ in range(20):
+                n = len(raw.read(p4r.Entity(table_entry=p4r.TableEntry())))
+                assert 0 <= n <= 8 * 25
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(8)]
+    threads += [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    assert len(raw.read(p4r.Entity(table_entry=p4r.TableEntry()))) == 8 * 20 == len(backend.entries)
+    assert backend.violations == []
