@@ -18,6 +18,7 @@ AREAS: tuple[str, ...] = (
     "dlcp.cli.demo_cmd",
     "dlcp.cli.p4_cmd",
     "dlcp.cli.switch_cmd",
+    "dlcp.cli.controller_cmd",
     "dlcp.cli.testbed_cmd",
 )
 

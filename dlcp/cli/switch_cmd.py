@@ -16,7 +16,8 @@ log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from dlcp.testbed.switch import config
+    from dlcp import switch_limits as config
+    from dlcp.bench import switch as bench
 
     area = sub.add_parser("switch", help="DLCP's software switch: run it, read its statistics, benchmark it")
     verbs = area.add_subparsers(dest="verb", metavar="VERB", required=True)
@@ -79,9 +80,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="packets/s and Gbit/s of the switch, a plain forwarder and BMv2 on veths (needs root)",
         formatter_class=fmt,
     )
-    b.add_argument("--sizes", default=",".join(map(str, config.BENCH_SIZES)), help="frame sizes in bytes")
-    b.add_argument("--systems", default=",".join(config.BENCH_SYSTEMS), help=f"of {', '.join(config.BENCH_SYSTEMS)}")
-    b.add_argument("--modes", default=",".join(config.BENCH_MODES), help=f"of {', '.join(config.BENCH_MODES)}")
+    b.add_argument("--sizes", default=",".join(map(str, bench.SIZES)), help="frame sizes in bytes")
+    b.add_argument("--systems", default=",".join(bench.SYSTEMS), help=f"of {', '.join(bench.SYSTEMS)}")
+    b.add_argument("--modes", default=",".join(bench.MODES), help=f"of {', '.join(bench.MODES)}")
     b.add_argument("--seconds", type=float, default=2.0, help="length of a stream run")
     b.add_argument("--repeat", type=int, default=3, help="runs of each; the median is kept")
     b.add_argument("--ring-mib", type=int, default=64, help="receive ring per port in MiB (drain mode fills it)")
@@ -241,7 +242,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from dlcp.testbed.switch import bench
+    from dlcp.bench import switch as bench
 
     try:
         sizes = tuple(int(s) for s in args.sizes.split(","))
@@ -273,16 +274,20 @@ def _bench(args: argparse.Namespace) -> int:
         doc = {"results": [r.as_dict() for r in results], "ratios": rows, "notes": notes}
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
         return 0
-    sys.stdout.write(f"{'system':7}{'mode':8}{'bytes':>6}{'kpps':>10}{'Gbit/s':>9}{'sender kpps':>13}  note\n")
+    sys.stdout.write(
+        f"{'system':7}{'mode':8}{'bytes':>6}{'kpps':>10}{'Gbit/s':>9}{'kpps/CPU-s':>12}{'sender kpps':>13}  note\n"
+    )
     for r in sorted(results, key=lambda r: (r.mode, r.frame_bytes, r.system)):
         sys.stdout.write(
-            f"{r.system:7}{r.mode:8}{r.frame_bytes:6}{r.pps / 1e3:10.1f}{r.gbps:9.2f}{r.offered_pps / 1e3:13.1f}"
-            f"  {r.note}\n"
+            f"{r.system:7}{r.mode:8}{r.frame_bytes:6}{r.pps / 1e3:10.1f}{r.gbps:9.2f}{r.cpu_pps / 1e3:12.1f}"
+            f"{r.offered_pps / 1e3:13.1f}  {r.note}\n"
         )
     for row in rows:
         parts = [f"{row['mode']:6} {row['frame_bytes']:5} B: dlcp {row['dlcp_gbps']:.2f} Gbit/s"]
         if "vs_plain" in row:
             parts.append(f"{100 * row['vs_plain']:.0f}% of plain")
+        if "vs_plain_cpu" in row:
+            parts.append(f"{100 * row['vs_plain_cpu']:.0f}% of plain per CPU-second")
         if "vs_bmv2" in row:
             parts.append(f"{row['vs_bmv2']:.0f}x BMv2")
         sys.stdout.write(", ".join(parts) + "\n")

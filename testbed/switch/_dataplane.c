@@ -167,6 +167,7 @@ static PyObject *Switch_stop(SwitchObject *self, PyObject *Py_UNUSED(ignored)) {
 static PyObject *Switch_reset_timing(SwitchObject *self, PyObject *Py_UNUSED(ignored)) {
     lock(self->sw);
     self->sw->first_rx_ns = self->sw->last_tx_ns = 0;
+    self->sw->first_rx_cpu_ns = self->sw->last_tx_cpu_ns = 0;
     unlock(self->sw);
     Py_RETURN_NONE;
 }
@@ -406,6 +407,7 @@ static PyObject *Switch_stats(SwitchObject *self, PyObject *Py_UNUSED(ignored)) 
         extra[5 * i + 4] = p->rx_blocks;
     }
     uint64_t rounds = s->rounds, waits = s->idle_waits, first = s->first_rx_ns, last = s->last_tx_ns;
+    uint64_t first_cpu = s->first_rx_cpu_ns, last_cpu = s->last_tx_cpu_ns;
     unlock(s);
     PyObject *ports = PyDict_New();
     for (int i = 0; ports != NULL && i < n; i++) {
@@ -448,9 +450,10 @@ static PyObject *Switch_stats(SwitchObject *self, PyObject *Py_UNUSED(ignored)) 
     free(copy);
     free(extra);
     if (ports == NULL) return NULL;
-    return Py_BuildValue("{sNsKsKsKsK}", "ports", ports, "rounds", (unsigned long long)rounds, "idle_waits",
+    return Py_BuildValue("{sNsKsKsKsKsKsK}", "ports", ports, "rounds", (unsigned long long)rounds, "idle_waits",
                          (unsigned long long)waits, "first_rx_ns", (unsigned long long)first, "last_tx_ns",
-                         (unsigned long long)last);
+                         (unsigned long long)last, "first_rx_cpu_ns", (unsigned long long)first_cpu,
+                         "last_tx_cpu_ns", (unsigned long long)last_cpu);
 }
 
 /* ---- virtual ports ---- */

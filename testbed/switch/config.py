@@ -22,32 +22,27 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlcp.p4 import sizes
+from dlcp import switch_limits as limits
 from dlcp.protocol import NUM_PRIORITY_CLASSES
 
-MAX_PORT = (1 << sizes.PORT_BITS) - 2
-"""Highest usable port number: 9-bit ports, and v1model reserves 511 as its drop port."""
-MIN_RATE_BPS = 1_000
-MAX_RATE_BPS = 1_000_000_000_000
-MIN_BUFFER = 16 * 1024
-MAX_BUFFER = 256 * 1024 * 1024
-DEFAULT_BUFFER = 4 * 1024 * 1024
-MAX_DELAY_NS = 10_000_000_000
-DEFAULT_MAX_FRAME = 9216
-"""Largest frame the switch takes (jumbo frames of a 9000-byte MTU fit); bigger ones are counted as oversize."""
-MAX_MAX_FRAME = 65536
-DEFAULT_BURST_S = 0.001
-"""A shaper's bucket holds this much time at its rate (and at least two largest frames)."""
-DEFAULT_RX_BLOCK = 1 << 20
-DEFAULT_RX_BLOCKS = 16
-DEFAULT_STATS_DIR = Path("/run/dlcp")
-BENCH_SIZES = (64, 1500, 9000)
-BENCH_SYSTEMS = ("dlcp", "plain", "bmv2")
-BENCH_MODES = ("drain", "stream")
+# Limits and defaults live in the core, where the CLI reads them too.
+MAX_PORT = limits.MAX_PORT
+MIN_RATE_BPS = limits.MIN_RATE_BPS
+MAX_RATE_BPS = limits.MAX_RATE_BPS
+MIN_BUFFER = limits.MIN_BUFFER
+MAX_BUFFER = limits.MAX_BUFFER
+DEFAULT_BUFFER = limits.DEFAULT_BUFFER
+MAX_DELAY_NS = limits.MAX_DELAY_NS
+DEFAULT_MAX_FRAME = limits.DEFAULT_MAX_FRAME
+MAX_MAX_FRAME = limits.MAX_MAX_FRAME
+DEFAULT_BURST_S = limits.DEFAULT_BURST_S
+DEFAULT_RX_BLOCK = limits.DEFAULT_RX_BLOCK
+DEFAULT_RX_BLOCKS = limits.DEFAULT_RX_BLOCKS
+DEFAULT_STATS_DIR = limits.DEFAULT_STATS_DIR
 
 
 class ConfigError(ValueError):
@@ -142,7 +137,6 @@ class SwitchConfig:
     rx_block_bytes: int = DEFAULT_RX_BLOCK
     rx_blocks: int = DEFAULT_RX_BLOCKS
     stats_dir: Path = DEFAULT_STATS_DIR
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def port(self, port: int) -> PortConfig:
         for p in self.ports:
@@ -256,9 +250,3 @@ def load(path: Path) -> SwitchConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"--config {path}: not valid TOML: {exc}") from None
     return from_dict(doc, str(path))
-
-
-def with_port(cfg: SwitchConfig, port: PortConfig) -> SwitchConfig:
-    """``cfg`` with ``port`` replacing the port of the same number (or added)."""
-    others = tuple(p for p in cfg.ports if p.port != port.port)
-    return replace(cfg, ports=(*others, port))

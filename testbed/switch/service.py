@@ -55,6 +55,7 @@ class SwitchService:
 
     def start(self) -> SwitchService:
         check_interfaces(self.cfg)
+        stats.StatsServer(self.stats_path, self.snapshot).check_free()  # before touching any interface
         try:
             self.dp = DataPlane.from_config(self.cfg)
             self.dp.start()

@@ -60,18 +60,22 @@ class StatsServer:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
-    def start(self) -> StatsServer:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    def check_free(self) -> None:
+        """Refuse if a running switch serves this path; remove a socket left by one that is gone."""
         if self.path.exists():
             probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 probe.connect(str(self.path))
             except OSError:
-                self.path.unlink()  # left by a switch that is gone
+                self.path.unlink()
             else:
-                raise OSError(f"a switch is already running with {self.path}")
+                raise OSError(f"a switch is already running with {self.path} (give another --device-id)")
             finally:
                 probe.close()
+
+    def start(self) -> StatsServer:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.check_free()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.bind(str(self.path))
         os.chmod(self.path, 0o660)

@@ -33,6 +33,12 @@ static uint64_t mono_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 uint64_t dp_switch_now(const dp_switch *s) { return s->virtual_clock ? s->now_ns : mono_ns(); }
 
 dp_switch *dp_switch_new(uint32_t max_frame, int virtual_clock) {
@@ -348,7 +354,10 @@ static void *dp_thread(void *arg) {
             work += rx_port(s, id, s->ports[id], DP_RX_BUDGET);
         }
         uint64_t now = mono_ns();
-        if (work != 0 && s->first_rx_ns == 0) s->first_rx_ns = now;
+        if (work != 0 && s->first_rx_ns == 0) {
+            s->first_rx_ns = now;
+            s->first_rx_cpu_ns = thread_cpu_ns();
+        }
         int blocked = 0;
         uint32_t sent = 0;
         for (int i = 0; i < s->n_ports; i++) {
@@ -363,7 +372,10 @@ static void *dp_thread(void *arg) {
             blocked |= p->tx_blocked;
         }
         work += sent;
-        if (sent != 0) s->last_tx_ns = mono_ns();
+        if (sent != 0) {
+            s->last_tx_ns = mono_ns();
+            s->last_tx_cpu_ns = thread_cpu_ns();
+        }
         if (now - last_stats > 100000000ull) {
             for (int i = 0; i < s->n_ports; i++) read_ring_drops(s->ports[s->port_ids[i]]);
             last_stats = now;

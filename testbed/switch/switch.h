@@ -57,6 +57,7 @@ typedef struct {
     uint64_t now_ns;        /* virtual clock */
     uint64_t rounds, idle_waits;
     uint64_t first_rx_ns, last_tx_ns; /* data-plane thread: first frame taken, last frame sent (benchmarks) */
+    uint64_t first_rx_cpu_ns, last_tx_cpu_ns; /* the same moments in the thread's CPU time */
 } dp_switch;
 
 dp_switch *dp_switch_new(uint32_t max_frame, int virtual_clock);
