@@ -108,3 +108,35 @@ def udp(src_ns: str, dst_ns: str, dst_ip: str, count: int = 100, size: int = 100
         rx.close()
         tx.close()
     return len(got)
+
+
+def dlcp_data(src_ns: str, dst_ns: str, dst_ip: str, count: int = 256, payload: int = 1000, port: int = 0) -> int:
+    """``count`` DLCP data packets (sequence numbers 0..count-1 of one message) from ``src_ns`` to ``dst_ip``,
+    on the DLCP port (the switches spray them per packet); returns how many arrived."""
+    from dlcp.protocol import UDP_PORT, PacketType
+    from dlcp.wire import Header
+
+    dport = port or UDP_PORT
+    with inside(dst_ns):
+        rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        rx.bind((dst_ip, dport))
+    with inside(src_ns):
+        tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    got = set()
+    try:
+        for seq in range(count):
+            hdr = Header(type=PacketType.DATA, job_id=1, seq=seq, pkt_count=count, length=payload, priority=1)
+            tx.sendto(hdr.pack() + bytes(payload), (dst_ip, dport))
+            if seq % 10 == 9:
+                time.sleep(0.001)
+        deadline = time.monotonic() + 2.0
+        while len(got) < count and (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([rx], [], [], left)
+            if not ready:
+                break
+            got.add(Header.unpack(rx.recv(65535)).seq)
+    finally:
+        rx.close()
+        tx.close()
+    return len(got)

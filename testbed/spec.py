@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from dlcp import switch_limits as swcfg
 from dlcp.controller import fabric as fabric_file
 from dlcp.controller.model import Fabric, LinkSpec
-from dlcp.testbed.switch import config as swcfg
 from dlcp.units import parse_duration
 
 SwitchKind = Literal["dlcp", "bmv2"]

@@ -77,6 +77,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def _command(args: argparse.Namespace) -> list[str]:
     cmd = list(args.command)
+    if cmd and cmd[0] != "--" and cmd[0].startswith("-"):
+        raise ValueError(
+            f"COMMAND: {cmd[0]} follows {args.verb}'s positional argument: give options first "
+            f"(dlcp testbed {args.verb} [OPTIONS] {'FABRIC' if args.verb == 'run' else 'HOST'} -- COMMAND...)"
+        )
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if not cmd:
