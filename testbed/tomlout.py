@@ -15,8 +15,14 @@ from typing import Any
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
+def _string(text: str) -> str:
+    # JSON escapes what TOML's basic strings must (quote, backslash, U+0000..U+001F) but for DEL; not ASCII-only,
+    # since JSON would write astral characters as surrogate pairs, which TOML refuses.
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
 def _key(k: str) -> str:
-    return k if _BARE_KEY.match(k) else json.dumps(k)
+    return k if _BARE_KEY.match(k) else _string(k)
 
 
 def _value(v: Any, where: str) -> str:
@@ -29,7 +35,7 @@ def _value(v: Any, where: str) -> str:
             raise ValueError(f"{where}: {v} has no TOML form here")
         return repr(v)
     if isinstance(v, str):
-        return json.dumps(v)  # a JSON string is a valid TOML basic string
+        return _string(v)
     if isinstance(v, list | tuple):
         return "[" + ", ".join(_value(x, f"{where}[{i}]") for i, x in enumerate(v)) + "]"
     if isinstance(v, dict):
