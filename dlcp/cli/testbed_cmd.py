@@ -69,6 +69,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     ap.set_defaults(func=_apply)
 
+    tr = verbs.add_parser(
+        "traffic",
+        help="background TCP and UDP flows between the hosts of a running fabric, and incast toward the servers",
+        description="Defaults come from the fabric file's [testbed.traffic] table (docs/testbed.md).",
+        formatter_class=fmt,
+    )
+    tr.add_argument("fabric", metavar="FABRIC", help="fabric file (the fabric must be up)")
+    tr.add_argument("--load", type=float, help="offered load as a fraction of the slowest host link (0..1)")
+    tr.add_argument("--cdf", choices=("web-search", "data-mining"), help="flow-size distribution")
+    tr.add_argument("--incast", type=int, help="senders per incast burst toward the job's servers (0: none)")
+    tr.add_argument("--duration", type=float, help="seconds to run")
+    tr.add_argument("--flows", type=int, help="at most this many flows")
+    tr.add_argument("--udp-share", type=float, help="fraction of flows sent over UDP")
+    tr.add_argument("--seed", type=int, help="random seed")
+    tr.add_argument("--json", action="store_true", help="print the report as JSON")
+    tr.set_defaults(func=_traffic)
+
     ss = verbs.add_parser("stats", help="every switch's counters", formatter_class=fmt)
     ss.add_argument("fabric", metavar="FABRIC", help="fabric file or fabric name")
     ss.add_argument("--json", action="store_true", help="print JSON")
@@ -264,3 +281,38 @@ def _run(args: argparse.Namespace) -> int:
     for r in result.ranks:
         sys.stdout.write(f"  rank {r.rank} on {r.host} ({r.ip}): exit {r.returncode}, {r.seconds:.1f} s\n")
     return 0 if result.ok else 1
+
+
+def _traffic(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from dlcp import checks
+    from dlcp.testbed import traffic
+    from dlcp.testbed.lifecycle import is_up, require_root
+
+    spec = _spec(args)
+    t = spec.settings.traffic
+    over: dict[str, Any] = {}
+    for flag, key, lo, hi in (
+        ("--load", "load", 0.0, 1.0), ("--incast", "incast", 0, 64), ("--duration", "duration_s", 0.1, 3600.0),
+        ("--flows", "flows", 1, 100_000), ("--udp-share", "udp_share", 0.0, 1.0), ("--seed", "seed", 0, 2**31 - 1),
+    ):  # fmt: skip
+        value = getattr(args, key if key != "duration_s" else "duration")
+        if value is not None:
+            checks.in_range(flag, value, lo, hi)
+            over[key] = value
+    if args.cdf is not None:
+        over["cdf"] = args.cdf
+    t = replace(t, **over)
+    require_root()
+    if not is_up(_store().load(spec.name)):
+        raise ValueError(f"FABRIC {args.fabric}: fabric {spec.name} is not up (dlcp testbed up {args.fabric})")
+    _say(f"{t.cdf} flows at load {t.load:g} of {traffic.bottleneck_bps(spec) / 1e6:g} Mbit/s, incast {t.incast}, "
+         f"{t.duration_s:g} s")  # fmt: skip
+    report = traffic.run(spec, t).as_dict()
+    if args.json:
+        sys.stdout.write(json.dumps(report) + "\n")
+    else:
+        sys.stdout.write("  ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in report.items()))
+        sys.stdout.write("\n")
+    return 0
