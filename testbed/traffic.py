@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import signal
 import socket
 import time
 from dataclasses import dataclass, field
@@ -56,7 +57,7 @@ TCP_PORT = 5201
 UDP_PORT = 5202
 UDP_PAYLOAD = 1400
 INCAST_PERIOD_S = 0.05
-INCAST_BYTES = 64_000
+INCAST_BYTES = 128_000
 UDP_FLOW_RATE_SHARE = 0.5
 """A UDP flow is paced at this share of the bottleneck's rate."""
 
@@ -133,6 +134,7 @@ class Generator:
         self.report = TrafficReport()
         self._sinks: list[socket.socket] = []
         self._tasks: set[asyncio.Task[None]] = set()
+        self.deadline = 0.0
 
     def ns(self, host: str) -> str:
         return layout.host_ns(self.spec.name, host)
@@ -223,13 +225,13 @@ class Generator:
         except OSError:
             self.report.errors += 1
 
-    async def _incast(self, deadline: float) -> None:
+    async def _incast(self) -> None:
         targets = incast_targets(self.spec)
         senders_pool = [h for h in self.hosts if h not in targets] or self.hosts
         socks = {h: self._socket(h, socket.SOCK_DGRAM) for h in senders_pool}
         payload = bytes(UDP_PAYLOAD)
         try:
-            while time.monotonic() < deadline:
+            while time.monotonic() < self.deadline:
                 target = self.rng.choice(targets)
                 senders = [self.rng.choice(senders_pool) for _ in range(self.s.incast)]
                 for h in senders:
@@ -243,17 +245,24 @@ class Generator:
             for s in socks.values():
                 s.close()
 
+    def stop(self) -> None:
+        """End the run now (SIGTERM does this too): the report still comes out."""
+        self.deadline = 0.0
+
     async def run(self) -> TrafficReport:
         start = time.monotonic()
-        deadline = start + self.s.duration_s
+        self.deadline = start + self.s.duration_s
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGTERM, self.stop)
         self._start_sinks()
         if self.s.incast:
-            self._spawn(self._incast(deadline))
+            self._spawn(self._incast())
         mean = self.sizes.mean()
         flow_rate = self.s.load * self.rate / 8 / mean if self.s.load > 0 else 0.0
         next_at = start
         try:
-            while flow_rate and time.monotonic() < deadline and self.report.flows_started < self.s.flows:
+            while flow_rate and time.monotonic() < self.deadline and self.report.flows_started < self.s.flows:
                 next_at += self.rng.expovariate(flow_rate)
                 await asyncio.sleep(max(0.0, next_at - time.monotonic()))
                 src, dst = self.rng.sample(self.hosts, 2)
@@ -261,7 +270,8 @@ class Generator:
                 proto = self._udp_flow if self.rng.random() < self.s.udp_share else self._tcp_flow
                 self._spawn(proto(src, dst, size))
                 self.report.flows_started += 1
-            await asyncio.sleep(max(0.0, deadline - time.monotonic()))
+            while time.monotonic() < self.deadline:
+                await asyncio.sleep(min(0.1, max(0.0, self.deadline - time.monotonic())))
         finally:
             for task in list(self._tasks):
                 task.cancel()

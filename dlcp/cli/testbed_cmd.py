@@ -86,6 +86,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     tr.add_argument("--json", action="store_true", help="print the report as JSON")
     tr.set_defaults(func=_traffic)
 
+    bb = verbs.add_parser(
+        "bench",
+        help="DLCP vs gloo on the testbed: PS under incast (with the switch features off too), and 1%% loss",
+        formatter_class=fmt,
+    )
+    bb.add_argument("--repeat", type=int, default=2, help="turns of every way in each scenario")
+    bb.add_argument("--scenario", action="append", choices=("incast", "loss"), help="only this one (repeatable)")
+    bb.add_argument("--samples", type=int, default=4096, help="training samples (one epoch)")
+    bb.add_argument("--out", default="out/testbed-bench", help="results folder (a run gets a subfolder)")
+    bb.add_argument("--json", action="store_true", help="print the report as JSON")
+    bb.set_defaults(func=_bench)
+
     ss = verbs.add_parser("stats", help="every switch's counters", formatter_class=fmt)
     ss.add_argument("fabric", metavar="FABRIC", help="fabric file or fabric name")
     ss.add_argument("--json", action="store_true", help="print JSON")
@@ -315,4 +327,31 @@ def _traffic(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write("  ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in report.items()))
         sys.stdout.write("\n")
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from dlcp import checks
+    from dlcp.bench import testbed as bench
+    from dlcp.host.train import TrainConfig, check
+    from dlcp.testbed.jobs import new_folder
+    from dlcp.testbed.lifecycle import require_root
+
+    checks.in_range("--repeat", args.repeat, 1, 20)
+    cfg = TrainConfig(workers=3, model="mlp", epochs=1, train_samples=args.samples, batch_size=32, eval_every=5)
+    check(cfg)
+    require_root()
+    folder = new_folder(Path(args.out), "bench")
+    _say(f"results folder: {folder}")
+    scenarios = tuple(args.scenario or bench.SCENARIOS)
+    report = bench.run(cfg, folder, repeat=args.repeat, scenarios=scenarios, progress=_say)
+    (folder / "bench.json").write_text(json.dumps(report, indent=1))
+    if args.json:
+        sys.stdout.write(json.dumps(report) + "\n")
+        return 0
+    sys.stdout.write(f"{'scenario':9}{'ratio':27}{'median':>9}{'range':>18}  goal\n")
+    for r in report["ratios"]:
+        spread = f"{r['min']:.3f}..{r['max']:.3f}"
+        sys.stdout.write(f"{r['scenario']:9}{r['name']:27}{r['median']:>9.3f}{spread:>18}  {r['goal']}\n")
+    sys.stdout.write(f"raw: {folder / 'bench.json'}\n")
     return 0

@@ -12,6 +12,14 @@ def megabytes(n: int | None) -> str:
     return "n/a" if n is None else f"{n / 1e6:.1f}"
 
 
+def _plain(value: object) -> object:
+    """numpy scalars and arrays as JSON numbers and arrays."""
+    tolist = getattr(value, "tolist", None)
+    if tolist is None:
+        raise TypeError(f"{type(value).__name__} is not JSON serializable")
+    return tolist()
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "train",
@@ -53,7 +61,7 @@ def _train(args: argparse.Namespace) -> int:
         train_samples=args.samples, seed=args.seed,
     )  # fmt: skip
     if launch is not None:
-        sys.stdout.write(json.dumps(run_node(cfg, launch)) + "\n")
+        sys.stdout.write(json.dumps(run_node(cfg, launch), default=_plain) + "\n")
         return 0
     r = run(cfg)
     if args.json:
