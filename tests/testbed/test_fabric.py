@@ -143,3 +143,21 @@ def test_down_after_the_run_is_killed(tmp_path: Path) -> None:
     assert not (layout.STATE_ROOT / name).exists()
     assert dlcp("testbed", "down", name).stdout.strip().endswith("nothing of it was left")
     assert os.geteuid() == 0
+
+
+def test_background_traffic_and_incast(star_tb: Fabric) -> None:
+    from dlcp.testbed import traffic
+    from dlcp.testbed.spec import TrafficSettings
+
+    state = star_tb.store.load(star_tb.name)
+    assert state is not None
+    before = counters.summary(counters.fetch_all(state))
+    report = traffic.run(star_tb.spec, TrafficSettings(load=0.3, incast=2, duration_s=2.0, flows=50, seed=1))
+    after = counters.summary(counters.fetch_all(state))
+    d = counters.delta(after, before)["switches"]["s1"]
+    assert report.flows_started > 0 and report.flows_done > 0 and report.errors == 0
+    assert report.incast_bursts >= 10
+    # The incast went to h1 (no job has servers here: the first host): its port sent at least what arrived intact.
+    incast_frames = report.incast_bytes // traffic.UDP_PAYLOAD
+    assert d["1"]["sent"] + d["1"]["dropped"] >= incast_frames
+    assert processes_in([layout.host_ns(star_tb.name, h) for h in ("h1", "h2", "h3")]) == []
