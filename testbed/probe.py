@@ -89,7 +89,7 @@ def udp(src_ns: str, dst_ns: str, dst_ip: str, count: int = 100, size: int = 100
         rx.bind((dst_ip, port))
     with inside(src_ns):
         tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    got = set()
+    got: set[int] = set()
     try:
         for i in range(count):
             tx.sendto(struct.pack("!I", i) + bytes([i & 0xFF]) * (size - 4), (dst_ip, port))
@@ -123,7 +123,7 @@ def dlcp_data(src_ns: str, dst_ns: str, dst_ip: str, count: int = 256, payload: 
         rx.bind((dst_ip, dport))
     with inside(src_ns):
         tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    got = set()
+    got: set[int] = set()
     try:
         for seq in range(count):
             hdr = Header(type=PacketType.DATA, job_id=1, seq=seq, pkt_count=count, length=payload, priority=1)
