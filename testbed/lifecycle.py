@@ -36,7 +36,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from pyroute2 import NetNS, netns
+from pyroute2 import netns
 
 from dlcp.p4 import tools
 from dlcp.testbed import layout
@@ -53,6 +53,8 @@ APPLY_TIMEOUT_S = 120.0
 NUD_PERMANENT = 0x80
 RT_SCOPE_LINK = 253
 SIMPLE_SWITCH_GRPC = "simple_switch_grpc"
+BMV2_THRIFT_BASE = 9089
+"""BMv2 switch i (1-based, in file order) serves Thrift on 9089 + i in the switch namespace."""
 OFFLOADS_OFF = (
     "tx-checksum-ip-generic",
     "tx-checksum-ipv4",
@@ -102,9 +104,9 @@ class FabricNamespace(Namespace):
             self._ns.close()
             self._ns = None
 
-    def reopen(self) -> FabricNamespace:
-        self._ns = NetNS(self.name)
-        return self
+    def popen(self, argv: Sequence[str], **kw: Any) -> subprocess.Popen[bytes]:
+        """Start a process inside the namespace (which must exist: never created here)."""
+        return host_popen(self.name, argv, **kw)
 
 
 def namespace_inode(name: str) -> tuple[int, int] | None:
@@ -389,7 +391,11 @@ class Testbed:
         if self.spec.settings.switch == "bmv2":
             found = tools.find(SIMPLE_SWITCH_GRPC)
             assert found is not None
-            argv = [str(found), "--device-id", str(plan.device_id), "--no-p4"]
+            # Per switch: a Thrift port (they share the switch namespace) and a notifications socket (the default,
+            # /tmp/bmv2-<device>-notifications.ipc, is one file for every BMv2 on the machine).
+            notify = f"ipc://{self.dir / f'{plan.name}-notifications.ipc'}"
+            argv = [str(found), "--device-id", str(plan.device_id), "--no-p4", "--thrift-port",
+                    str(BMV2_THRIFT_BASE + plan.index), "--notifications-addr", notify]  # fmt: skip
             for p in plan.ports:
                 argv += ["-i", f"{p.port}@{p.interface}"]
             return [*argv, "--", "--grpc-server-addr", plan.grpc, "--priority-queues", "8"]
@@ -403,6 +409,7 @@ class Testbed:
         info = self.state.switches[name]
         if self.spec.settings.switch == "dlcp":
             return Path(info["stats"]).exists()
+        # Only gRPC: with --no-p4, BMv2 starts its Thrift server once the controller has pushed a program.
         host, _, port = info["grpc"].rpartition(":")
         with self._namespaces[layout.switch_ns(self.name)].entered():
             try:
@@ -416,17 +423,24 @@ class Testbed:
         argv = python_argv("testbed", "apply", "--inside", str(self.spec.path))
         if self.spec.settings.switch != "dlcp":
             argv += ["--switch", self.spec.settings.switch]
-        ns = self._namespaces.get(layout.switch_ns(self.name)) or FabricNamespace(layout.switch_ns(self.name))
-        proc = ns.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        try:
-            out, _ = proc.communicate(timeout=APPLY_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            raise TestbedError(f"the controller did not finish within {APPLY_TIMEOUT_S:.0f} s") from None
-        (self.dir / "controller.log").write_bytes(out)
-        if proc.returncode != 0:
-            raise TestbedError(f"the controller could not configure the switches:\n{out.decode(errors='replace')}")
+        # BMv2 opens its Thrift port (queue settings) only after the first apply has pushed the program: a second
+        # apply, which writes only what is missing, finishes the job.
+        attempts = 3 if self.spec.settings.switch == "bmv2" else 1
+        for attempt in range(1, attempts + 1):
+            proc = host_popen(layout.switch_ns(self.name), argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            try:
+                out, _ = proc.communicate(timeout=APPLY_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise TestbedError(f"the controller did not finish within {APPLY_TIMEOUT_S:.0f} s") from None
+            with open(self.dir / "controller.log", "ab") as f:
+                f.write(out)
+            if proc.returncode == 0:
+                return
+            if attempt < attempts:
+                time.sleep(2.0)
+        raise TestbedError(f"the controller could not configure the switches:\n{out.decode(errors='replace')}")
 
     def release(self) -> None:
         """Close this process's handles on the namespaces (they stay)."""
@@ -466,7 +480,9 @@ class Testbed:
 
 def host_popen(namespace: str, argv: Sequence[str], **kw: Any) -> subprocess.Popen[bytes]:
     """Start ``argv`` in namespace ``namespace``."""
-    return subprocess.Popen(list(argv), preexec_fn=lambda: netns.setns(namespace), **kw)
+    if namespace_inode(namespace) is None:
+        raise TestbedError(f"namespace {namespace} does not exist (is the fabric up?)")
+    return subprocess.Popen(list(argv), preexec_fn=lambda: netns.setns(namespace, flags=0), **kw)
 
 
 def _offloads_off(ifname: str) -> None:

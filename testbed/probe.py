@@ -23,8 +23,13 @@ ICMP_ECHO_REPLY = 0
 
 @contextlib.contextmanager
 def inside(namespace: str) -> Iterator[None]:
-    """This thread inside ``namespace`` for the body (sockets made there stay there)."""
-    netns.pushns(namespace)
+    """This thread inside ``namespace`` for the body (sockets made there stay there); never creates it."""
+    netns.pushns()
+    try:
+        netns.setns(namespace, flags=0)
+    except BaseException:
+        netns.popns()
+        raise
     try:
         yield
     finally:
