@@ -255,7 +255,7 @@ def bmv2_missing() -> str | None:
 def bench_bmv2(sizes: tuple[int, ...], seconds: float) -> list[BenchResult]:
     """simple_switch with the DLCP program and the same entries, stream mode (its own namespace)."""
     from dlcp.p4 import build, p4info
-    from dlcp.p4.bmv2 import Bmv2Switch
+    from dlcp.testbed.bmv2 import Bmv2Switch
 
     out: list[BenchResult] = []
     with TemporaryDirectory(prefix="dlcp-bench-") as tmp:

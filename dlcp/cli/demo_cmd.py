@@ -39,6 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--core", action="store_true", help="run the in-process core demo (no training)")
+    p.add_argument(
+        "--testbed",
+        action="store_true",
+        help="train on an emulated cluster (network namespaces, DLCP switches, incast; needs root): "
+        "gloo vs DLCP with the switch features off vs full DLCP, in PS and ring mode",
+    )
     p.add_argument("--workers", type=int, default=2, help="training: worker processes")
     p.add_argument("--model", choices=("mlp", "mlp-large"), default="mlp-large", help="training: model")
     p.add_argument("--epochs", type=int, default=1, help="training: epochs")
@@ -126,6 +132,10 @@ def _check_core(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.testbed and not args.core:
+        from dlcp.cli.testbed_demo import run_testbed_demo
+
+        return run_testbed_demo(args)
     if not args.core:
         from dlcp.cli.train_demo import run_training_demo
 

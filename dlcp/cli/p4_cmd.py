@@ -124,7 +124,7 @@ def _build(args: argparse.Namespace) -> int:
 
 def _vectors(args: argparse.Namespace) -> int:
     from dlcp.p4 import build, p4info, vectors
-    from dlcp.p4.bmv2 import Bmv2Switch
+    from dlcp.testbed.bmv2 import Bmv2Switch
 
     cases = [c for c in vectors.load_dir(args.dir) if args.select in c.name]
     if not cases:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dlcp.p4 import build, p4info, tools, vectors
-from dlcp.p4.bmv2 import Bmv2Switch
+from dlcp.testbed.bmv2 import Bmv2Switch
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = vectors.load_dir(ROOT / "tests/vectors/switch")

@@ -74,7 +74,7 @@ def bmv2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         pytest.skip(reason)
     if os.geteuid() != 0:
         pytest.skip("needs root for network namespaces")
-    from dlcp.p4.bmv2 import Bmv2Switch
+    from dlcp.testbed.bmv2 import Bmv2Switch
 
     out = tmp_path_factory.mktemp("p4")
     result = build.build_v1model(out)
@@ -100,7 +100,7 @@ def software(frames: list[bytes]) -> tuple[list[list[tuple[int, bytes]]], dict[s
 
 
 def test_random_mix_agrees_with_bmv2(bmv2: object) -> None:
-    from dlcp.p4.bmv2 import Bmv2Switch
+    from dlcp.testbed.bmv2 import Bmv2Switch
 
     assert isinstance(bmv2, Bmv2Switch)
     frames = random_frames(20261123, FRAMES)

@@ -1,12 +1,14 @@
 """Running the switch test vectors against BMv2 ``simple_switch`` in a private network namespace.
 
-The switch gets one veth pair per port (:mod:`dlcp.p4.netns`); table entries,
+The switch gets one veth pair per port in a namespace of its own
+(:class:`PortNamespace`, on :mod:`dlcp.testbed.netns`: pyroute2); table entries,
 counters and queue rates go through ``simple_switch_CLI`` (thrift), kept open
 as one session. See ``docs/switch.md`` for how stalled queues are realised here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -18,11 +20,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from dlcp.p4 import sizes, tools, vectors
-from dlcp.p4.netns import Namespace
 from dlcp.p4.p4info import P4Info
 from dlcp.p4.vectors import Case, Entry, Frame
+from dlcp.testbed.netns import Namespace
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +39,7 @@ SEND_GAP_S = 0.001
 _PROMPT = "RuntimeCmd: "
 _ETHERTYPE_IPV4 = b"\x08\x00"
 _PACKET_OUTGOING = 4
+_ETH_P_ALL = 0x0003
 _BMV2_MAX_PRIORITY = 1 << 24
 """BMv2 ternary priorities: the lowest number wins; P4Runtime's: the highest. bmv2 = this - p4runtime."""
 
@@ -44,14 +48,67 @@ class CliError(RuntimeError):
     pass
 
 
+class PortNamespace:
+    """A namespace ``dlcp-bmv2-…`` with one veth pair per switch port: ``dlcpS<port>`` (switch side) and
+    ``dlcpH<port>`` (host side, where the tests send and receive), deleted with everything in it on exit."""
+
+    def __init__(self, ports: list[int]) -> None:
+        if any(not 0 <= p < 10000 for p in ports):
+            raise ValueError(f"port numbers must be 0..9999, got {ports}")
+        self.ports = sorted(set(ports))
+        self.ns = Namespace("bmv2")
+        self.name = self.ns.name
+
+    @staticmethod
+    def switch_if(port: int) -> str:
+        return f"dlcpS{port}"
+
+    @staticmethod
+    def host_if(port: int) -> str:
+        return f"dlcpH{port}"
+
+    def __enter__(self) -> PortNamespace:
+        self.ns.__enter__()
+        try:
+            for p in self.ports:
+                self.ns.add_veth(self.switch_if(p), self.host_if(p), mtu=9000)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.ns.close()
+
+    def popen(self, argv: list[str], **kw: Any) -> subprocess.Popen[bytes]:
+        return self.ns.popen(argv, **kw)
+
+    def entered(self) -> contextlib.AbstractContextManager[None]:
+        """This thread inside the namespace for the body."""
+        return self.ns.entered()
+
+    def host_sockets(self) -> dict[int, socket.socket]:
+        """One non-blocking raw socket per port, bound to the host side of its veth."""
+        socks: dict[int, socket.socket] = {}
+        with self.ns.entered():
+            for p in self.ports:
+                s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(_ETH_P_ALL))
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+                s.bind((self.host_if(p), 0))
+                s.setblocking(False)
+                socks[p] = s
+        return socks
+
+
 class CliSession:
     """One long-lived ``simple_switch_CLI`` process; :meth:`cmd` sends a line and returns its output."""
 
-    def __init__(self, argv: list[str]) -> None:
+    def __init__(self, argv: list[str], ns: PortNamespace) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self._proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
-        )
+        self._proc = ns.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
         self._buf = b""
         self._read_until_prompt(timeout=30)
 
@@ -116,7 +173,7 @@ class Bmv2Switch:
             raise FileNotFoundError(reason)
         self.json_path = json_path
         self.p4info = p4info
-        self.ns = Namespace(ports)
+        self.ns = PortNamespace(ports)
         self.log_file = log_file
         self._proc: subprocess.Popen[bytes] | None = None
         self.cli: CliSession | None = None
@@ -136,7 +193,11 @@ class Bmv2Switch:
         self.close()
 
     def _start(self) -> None:
-        argv = [str(tools.find(tools.SIMPLE_SWITCH)), "--thrift-port", str(THRIFT_PORT), "--device-id", "0"]
+        # Its own notifications socket: the default, ipc:///tmp/bmv2-0-notifications.ipc, is one file for every
+        # simple_switch on the machine, whatever its namespace, so a second one would fail to start.
+        notify = f"ipc:///tmp/{self.ns.name}-notifications.ipc"
+        argv = [str(tools.find(tools.SIMPLE_SWITCH)), "--thrift-port", str(THRIFT_PORT), "--device-id", "0",
+                "--notifications-addr", notify]  # fmt: skip
         for p in self.ns.ports:
             argv += ["-i", f"{p}@{self.ns.switch_if(p)}"]
         if self.log_file is not None:
@@ -144,15 +205,15 @@ class Bmv2Switch:
         # Target options (simple_switch's own) come after "--".
         argv += [str(self.json_path), "--", "--priority-queues", str(PRIORITY_QUEUES)]
         log.info("starting %s", " ".join(argv))
-        self._proc = subprocess.Popen(self.ns.command(argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        cli_argv = self.ns.command([str(tools.find(tools.SIMPLE_SWITCH_CLI)), "--thrift-port", str(THRIFT_PORT)])
+        self._proc = self.ns.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        cli_argv = [str(tools.find(tools.SIMPLE_SWITCH_CLI)), "--thrift-port", str(THRIFT_PORT)]
         deadline = time.monotonic() + 30
         while True:
             if self._proc.poll() is not None:
                 err = self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
                 raise RuntimeError(f"simple_switch exited with {self._proc.returncode}: {err.strip()}")
             try:
-                self.cli = CliSession(cli_argv)
+                self.cli = CliSession(cli_argv, self.ns)
                 self.cli.cmd("show_ports")
                 break
             except CliError:
