@@ -12,6 +12,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from dlcp import checks
+
 log = logging.getLogger(__name__)
 
 
@@ -216,8 +218,7 @@ def _stats(args: argparse.Namespace) -> int:
 
     path = stats.socket_path(args.stats_dir, args.device_id)
     if args.watch is not None:
-        if args.watch <= 0:
-            raise ValueError(f"--watch {args.watch}: must be more than 0 seconds")
+        checks.positive("--watch", args.watch)  # nan would fail in time.sleep after the first print
         try:
             if args.json:
                 while True:
