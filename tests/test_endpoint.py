@@ -205,6 +205,8 @@ def test_a_silent_peer_times_out_within_the_bound_and_is_named(probing: bool) ->
         assert isinstance(exc, PeerTimeoutError), exc
         assert exc.rank == 0 and "rank 0" in str(exc)
         silent = when - last_data
+        # The error reports the silence that timed it out (data), not the probes' liveness.
+        assert exc.waited_s >= timeout and f"silent for {exc.waited_s:.1f} s" in str(exc), str(exc)
         assert timeout <= silent < timeout + 1.0, f"raised {silent:.2f} s after the last data packet"
     finally:
         stop.set()
