@@ -327,3 +327,24 @@ def test_a_wait_does_not_probe_a_send_still_in_its_first_pass() -> None:
         assert eps[0].send_stats.probes <= 3, "only the send's own probes, after its first pass"
     finally:
         _close(eps)
+
+
+@pytest.mark.fastpath
+def test_a_message_goes_out_in_as_few_send_calls_as_the_pacer_allows() -> None:
+    """At the full rate a 4 MB first pass is one C call; at a rate of 100 MB/s, calls of what the pacer allows."""
+    transport = TransportConfig(port=0, payload_bytes=8192, peer_timeout_s=5.0)
+    per_call_at_100mb = (1_000_000 + 99_000) // (HEADER_SIZE + 8192)  # packets: a burst and 1 ms, less 1%
+    for rate, calls in ((12.5e9, 1), (100e6, -(-512 // per_call_at_100mb))):
+        pacing = PacingConfig(max_rate=rate, min_rate=1e6, burst=1_000_000)
+        eps = local_endpoints(2, token=TOKEN, transport=transport, pacing=pacing)
+        try:
+            spec = MessageSpec(MessageKey(1, 0, 1, 0), MessageKind.ALL_GATHER, 1 << 20, 2048)
+            values = np.arange(spec.num_elems, dtype=np.float32)
+            got = np.zeros_like(values)
+            handle = eps[1].post_recv(spec, got)
+            eps[0].send(spec, values, 1, priority=3)
+            eps[1].wait(handle)
+            np.testing.assert_array_equal(got, values)
+            assert eps[0]._tx.calls == calls, (rate, eps[0]._tx.calls)  # type: ignore[attr-defined]
+        finally:
+            _close(eps)

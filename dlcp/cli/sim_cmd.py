@@ -20,7 +20,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     r = verbs.add_parser("run", help="run one scenario file", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     r.add_argument("scenario", type=Path, help="scenario TOML (docs/simulations.md)")
-    r.add_argument("--baseline", help="override the scenario's baseline (dlcp, dctcp, tcp)")
+    r.add_argument(
+        "--baseline",
+        help="override the scenario's baseline (dlcp, dctcp, tcp, pfabric, tensor_priority, dlcp_no_priority,"
+        " dlcp_no_drop, dlcp_no_spray, dlcp_no_bound; docs/simulations.md)",
+    )
     r.add_argument("--json", action="store_true", help="print the whole summary as JSON")
     r.set_defaults(func=_run)
 
@@ -39,7 +43,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     f = verbs.add_parser(
         "figure", help="simulate and plot one figure", formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
-    f.add_argument("name", help="figure name: a folder under simulations/figures/ (incast_tail, ps_iteration)")
+    f.add_argument(
+        "name",
+        help="figure name: a folder under simulations/figures/ (incast_tail, ps_iteration, ring_iteration, ablation,"
+        " loss_bound, scale)",
+    )
     f.add_argument("--scale", choices=("small", "paper"), default="small")
     f.add_argument("--plot-only", action="store_true", help="re-plot from the saved data, no simulation")
     f.add_argument("--out", type=Path, default=Path("out/figures"), help="where data and plots go")
@@ -150,6 +158,6 @@ def _figure(args: argparse.Namespace) -> int:
         print()
     else:
         for baseline, vals in data["rows"].items():
-            print(f"{baseline:<8} " + "  ".join(f"{k} {v:.1f}" for k, v in vals.items()))
+            print(f"{baseline:<24} " + "  ".join(f"{k} {v:.1f}" for k, v in vals.items()))
         print(f"plot: {png}")
     return 0
