@@ -263,6 +263,12 @@ def test_packets_carry_the_tos_of_their_class_on_the_wire(fast_path: bool) -> No
         replies = {(h.type, h.msg_id): tos for h, tos in got}  # (the send above still probes meanwhile)
         assert replies[(PacketType.BITMAP, 9)] == replies[(PacketType.STOP, 2)] == CONTROL_TOS
         assert {tos for _, tos in got} == {CONTROL_TOS}
+        # A late PROBE of the completed message: its STOP (answered in C on the fast path) is marked too.
+        late = Header(PacketType.PROBE, kind=rspec.kind, job_id=1, src=0, token=TOKEN, msg_id=2,
+                      pkt_count=rspec.pkt_count, seq=2)  # fmt: skip
+        peer.sock.sendto(late.pack(), ep.address)
+        got = peer.receive()
+        assert [(h.type, tos) for h, tos in got if h.msg_id == 2] == [(PacketType.STOP, CONTROL_TOS)], got
     finally:
         ep.close()
         peer.close()
