@@ -260,7 +260,7 @@ class Endpoint:
                     self.asm.cancel(handle.msg.key)
                     self._handles.pop(handle.msg.key, None)
                     self._nack_cut.pop(handle.msg.key, None)
-                    raise self._timeout_error(handle.src, f"receiving {handle.msg.key}")
+                    raise self._timeout_error(handle.src, f"receiving {handle.msg.key}", silent_s=now - heard)
                 self._cond.wait(max(0.0, min(heard + timeout, self._next_deadline(now)) - now))
         return handle.msg
 
@@ -423,12 +423,20 @@ class Endpoint:
             drop_class=drop_class, tos=tos, retransmit=retransmit, last=last,
         )  # fmt: skip
 
-    def _timeout_error(self, peer: int, what: str) -> PeerTimeoutError:
-        """The error for a stalled operation, naming the peer silent longest among those we wait on."""
+    def _timeout_error(self, peer: int, what: str, silent_s: float | None = None) -> PeerTimeoutError:
+        """The error for a stalled operation, naming the peer silent longest among those we wait on.
+
+        ``silent_s``: how long ``peer`` has been silent by the operation's own measure (a
+        receive: no data). A peer whose receive thread still answers probes was heard from
+        just now, yet it is its data silence that timed the receive out, and that is reported.
+        """
         now = time.monotonic()
         waiting_on = {peer} | {o.dst for o in self._out.values() if not o.stopped}
         culprit = min(waiting_on, key=lambda r: self._heard.get(r, 0.0))
-        return PeerTimeoutError(culprit, self.addresses[culprit], now - self._heard.get(culprit, 0.0), what)
+        waited = now - self._heard.get(culprit, 0.0)
+        if culprit == peer and silent_s is not None:
+            waited = max(waited, silent_s)
+        return PeerTimeoutError(culprit, self.addresses[culprit], waited, what)
 
     def _missing_from(self, spec: MessageSpec, chunks: list[tuple[int, bytes]]) -> np.ndarray:
         missing: list[np.ndarray] = []

@@ -205,6 +205,8 @@ def test_a_silent_peer_times_out_within_the_bound_and_is_named(probing: bool) ->
         assert isinstance(exc, PeerTimeoutError), exc
         assert exc.rank == 0 and "rank 0" in str(exc)
         silent = when - last_data
+        # The error reports the silence that timed it out (data), not the probes' liveness.
+        assert exc.waited_s >= timeout and f"silent for {exc.waited_s:.1f} s" in str(exc), str(exc)
         assert timeout <= silent < timeout + 1.0, f"raised {silent:.2f} s after the last data packet"
     finally:
         stop.set()
@@ -261,6 +263,12 @@ def test_packets_carry_the_tos_of_their_class_on_the_wire(fast_path: bool) -> No
         replies = {(h.type, h.msg_id): tos for h, tos in got}  # (the send above still probes meanwhile)
         assert replies[(PacketType.BITMAP, 9)] == replies[(PacketType.STOP, 2)] == CONTROL_TOS
         assert {tos for _, tos in got} == {CONTROL_TOS}
+        # A late PROBE of the completed message: its STOP (answered in C on the fast path) is marked too.
+        late = Header(PacketType.PROBE, kind=rspec.kind, job_id=1, src=0, token=TOKEN, msg_id=2,
+                      pkt_count=rspec.pkt_count, seq=2)  # fmt: skip
+        peer.sock.sendto(late.pack(), ep.address)
+        got = peer.receive()
+        assert [(h.type, tos) for h, tos in got if h.msg_id == 2] == [(PacketType.STOP, CONTROL_TOS)], got
     finally:
         ep.close()
         peer.close()

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dlcp import checks
+
 log = logging.getLogger(__name__)
 
 
@@ -76,10 +78,9 @@ def _load(args: argparse.Namespace) -> Any:
         args.timeout = DEFAULT_TIMEOUT_S
     if getattr(args, "election_id", 1) is None:
         args.election_id = DEFAULT_ELECTION_ID
-    if args.timeout <= 0:
-        raise ValueError(f"--timeout: must be positive, got {args.timeout}")
-    if getattr(args, "election_id", 1) < 1:
-        raise ValueError(f"--election-id: must be at least 1, got {args.election_id}")
+    checks.positive("--timeout", args.timeout)  # nan or inf would wait forever or fail late
+    if hasattr(args, "election_id"):
+        checks.at_least("--election-id", args.election_id, 1)
     fab = fabric.load(args.config)
     for name in args.switch or ():
         if name not in fab.switches:
@@ -157,10 +158,9 @@ def _stats(args: argparse.Namespace) -> int:
     from dlcp.controller import counters
 
     fab = _load(args)
-    if args.watch is not None and args.watch <= 0:
-        raise ValueError(f"--watch: the interval must be positive, got {args.watch}")
-    if args.count < 0:
-        raise ValueError(f"--count: must be >= 0, got {args.count}")
+    if args.watch is not None:
+        checks.positive("--watch", args.watch)
+    checks.at_least("--count", args.count, 0)
     previous: Any = None
     then = 0.0
     n = 0
@@ -233,8 +233,7 @@ def _run(args: argparse.Namespace) -> int:
     from dlcp.controller.session import SwitchError
 
     fab = _load(args)
-    if args.interval <= 0:
-        raise ValueError(f"--interval: must be positive, got {args.interval}")
+    checks.positive("--interval", args.interval)
 
     def show(event: reconcile.Event) -> None:
         if event.kind == "unchanged" and not args.verbose:

@@ -12,6 +12,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from dlcp import checks
+
 log = logging.getLogger(__name__)
 
 
@@ -216,8 +218,7 @@ def _stats(args: argparse.Namespace) -> int:
 
     path = stats.socket_path(args.stats_dir, args.device_id)
     if args.watch is not None:
-        if args.watch <= 0:
-            raise ValueError(f"--watch {args.watch}: must be more than 0 seconds")
+        checks.positive("--watch", args.watch)  # nan would fail in time.sleep after the first print
         try:
             if args.json:
                 while True:
@@ -279,11 +280,11 @@ def _bench(args: argparse.Namespace) -> int:
     )
     for r in sorted(results, key=lambda r: (r.mode, r.frame_bytes, r.system)):
         sys.stdout.write(
-            f"{r.system:7}{r.mode:8}{r.frame_bytes:6}{r.pps / 1e3:10.1f}{r.gbps:9.2f}{r.cpu_pps / 1e3:12.1f}"
+            f"{r.system:7}{r.mode:8}{r.frame_bytes:6}{r.pps / 1e3:10.1f}{r.gbit_per_s:9.2f}{r.cpu_pps / 1e3:12.1f}"
             f"{r.offered_pps / 1e3:13.1f}  {r.note}\n"
         )
     for row in rows:
-        parts = [f"{row['mode']:6} {row['frame_bytes']:5} B: dlcp {row['dlcp_gbps']:.2f} Gbit/s"]
+        parts = [f"{row['mode']:6} {row['frame_bytes']:5} B: dlcp {row['dlcp_gbit_per_s']:.2f} Gbit/s"]
         if "vs_plain" in row:
             parts.append(f"{100 * row['vs_plain']:.0f}% of plain")
         if "vs_plain_cpu" in row:
