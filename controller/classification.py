@@ -17,7 +17,7 @@ import finsy as fy
 
 from dlcp.controller.entries import Entry, job_owner
 from dlcp.controller.model import JobSpec
-from dlcp.controller.modes import CONTROL_QUEUE, class_rules
+from dlcp.controller.modes import BANDS, CONTROL_QUEUE, class_rules
 from dlcp.p4 import names
 from dlcp.protocol import PacketType
 
@@ -70,7 +70,22 @@ def class_entries(job: JobSpec) -> list[Entry]:
                 kind=int(r.kind),
             )
         )
-    for ptype in (PacketType.PROBE, PacketType.BITMAP, PacketType.STOP):
+    # A probe asks what arrived once the sender's first pass is out: it must not overtake that pass. In the
+    # control queue it would, whenever the data is still queued in the band below (strict priority), and the
+    # receiver would report the queued packets missing and have them all sent again. The bottom queue of its
+    # kind's band is served after every queue its data can be in.
+    for kind, band in BANDS[job.mode]:
+        out.append(
+            _entry(
+                job,
+                names.SET_QUEUE,
+                band[0],
+                f"job {job.id} {kind.name} PROBE -> queue {band[0]}, behind its data",
+                packet_type=int(PacketType.PROBE),
+                kind=int(kind),
+            )
+        )
+    for ptype in (PacketType.BITMAP, PacketType.STOP):
         out.append(
             _entry(
                 job,

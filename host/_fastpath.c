@@ -74,15 +74,48 @@ typedef struct {
     uint32_t priority;    /* out: priority byte of the last placed packet */
     uint64_t placed_elems; /* out: elements placed */
     uint32_t need;        /* in: packets to place before the message may complete (0: no limit) */
+    uint32_t probed;      /* out: a PROBE for this message arrived (Python decides what it answers) */
+    uint32_t probe_seq;   /* out: the newest such probe's id (its seq field) */
     uint32_t pad;
 } entry_t;
 
-_Static_assert(sizeof(entry_t) == 120, "entry_t must match ENTRY_DTYPE");
+_Static_assert(sizeof(entry_t) == 128, "entry_t must match ENTRY_DTYPE");
+
+/* A message this endpoint completed: a PROBE for it is answered with a STOP here.
+ * Mirrors DONE_DTYPE in host/fastpath.py (32 bytes). */
+typedef struct {
+    uint8_t hdr[20];   /* header bytes [0, 20) of the message's packets; kind, dtype and key are compared */
+    uint32_t ip;       /* the sender's registered address (host byte order) */
+    uint16_t port;
+    uint8_t tos;       /* IP TOS byte of the control class */
+    uint8_t priority;  /* the control class, for the reply's priority field */
+    uint32_t answered; /* out: STOPs sent for this row in this call */
+} done_t;
+
+_Static_assert(sizeof(done_t) == 32, "done_t must match DONE_DTYPE");
+
+/* A message this endpoint is sending and whose STOP it awaits. Mirrors SEND_DTYPE (32 bytes). */
+typedef struct {
+    uint8_t hdr[20];    /* header bytes [0, 20) of the message's packets */
+    uint32_t stopped;   /* out: STOPs (no payload, offset 0) that arrived in this call */
+    uint32_t stop_seq;  /* out: the newest one's seq (the probe it answers; 0: unasked) */
+    uint32_t pad;
+} send_t;
+
+_Static_assert(sizeof(send_t) == 32, "send_t must match SEND_DTYPE");
 
 static struct {
     int set;
     unsigned header_size, inv_bytes, flags_at, prio_at, drop_at, seq_at, off_at, len_at, last_flag, data_vt;
 } L;
+
+/* Control packets (set_control): the type bytes of PROBE and STOP, the FINAL flag,
+ * and the span [key_at, key_end) of header bytes that names a message (job, src,
+ * token, msg_id, round); bytes [kind_at, kind_at + 2) are its kind and dtype. */
+static struct {
+    int set;
+    unsigned probe_vt, stop_vt, final_flag, key_at, key_end, kind_at;
+} K;
 
 static inline uint32_t be32(const uint8_t *p) {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
@@ -176,6 +209,20 @@ static PyObject *set_layout(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *set_control(PyObject *self, PyObject *args) {
+    (void)self;
+    if (!PyArg_ParseTuple(args, "IIIIII", &K.probe_vt, &K.stop_vt, &K.final_flag, &K.key_at, &K.key_end, &K.kind_at))
+        return NULL;
+    if (!L.set || K.key_end > 20 || K.key_end > L.header_size || K.key_at >= K.key_end || K.kind_at + 2 > 20 ||
+        K.kind_at + 2 > L.header_size || K.probe_vt > 255 || K.stop_vt > 255 || K.final_flag > 255) {
+        K.set = 0;
+        PyErr_SetString(PyExc_ValueError, "control layout does not fit the 20 bytes a table row keeps");
+        return NULL;
+    }
+    K.set = 1;
+    Py_RETURN_NONE;
+}
+
 /* Length, GRO segment size and truncation of one received datagram. */
 static void geometry(struct mmsghdr *m, size_t slot_bytes, size_t *len, size_t *gso, int *trunc) {
     *len = m->msg_len;
@@ -192,9 +239,12 @@ static void geometry(struct mmsghdr *m, size_t slot_bytes, size_t *len, size_t *
     if (*gso == 0) *gso = *len ? *len : 1;
 }
 
-/* The most runs one slot can leave: runs are separated by consumed segments, and
- * every consumed segment (placed, or dropped by loss injection) has more than a
- * header's bytes, whatever segment size a sender chose. */
+/* The most runs one slot can leave: runs are separated by consumed segments.
+ * A consumed DATA segment (placed, or dropped by loss injection) has more than a
+ * header's bytes; a consumed control segment exactly a header's, and then every
+ * segment before it in the datagram is at least that long too (all but a
+ * datagram's last segment have its GRO size). So a run and the consumed segment
+ * after it take at least header_size + 1 bytes, whatever segment size a sender chose. */
 static Py_ssize_t runs_per_slot(Py_ssize_t slot_bytes) { return slot_bytes / (Py_ssize_t)(L.header_size + 1) + 2; }
 
 static PyObject *runs_capacity(PyObject *self, PyObject *args) {
@@ -224,6 +274,10 @@ typedef struct {
     const uint8_t *draw;
     Py_ssize_t ndraws, drop_pos;
     Py_ssize_t nruns, injected, truncated, direct, cache, hint_entry, hint_seq;
+    done_t *done;
+    send_t *sends;
+    Py_ssize_t ndone, nsends;
+    Py_ssize_t control, answered, events; /* control packets consumed; STOPs sent; of those, ones Python must see */
     int err;
 } rx_ctx;
 
@@ -233,6 +287,82 @@ static void emit_run(rx_ctx *c, int64_t start, int64_t len, size_t gso) {
     c->out_runs[3 * c->nruns + 1] = len;
     c->out_runs[3 * c->nruns + 2] = (int64_t)gso;
     c->nruns++;
+}
+
+static int same_message(const uint8_t *seg, const uint8_t *row) {
+    return memcmp(seg + K.kind_at, row + K.kind_at, 2) == 0 && memcmp(seg + K.key_at, row + K.key_at, K.key_end - K.key_at) == 0;
+}
+
+/* STOP (FINAL, no payload) for a PROBE of a message in the done table, from the probe's own header. */
+static void answer_probe(rx_ctx *c, done_t *d, const uint8_t *probe) {
+    uint8_t h[HDR_MAX];
+    memcpy(h, probe, L.header_size); /* header_size <= HDR_MAX (set_layout) */
+    h[0] = (uint8_t)K.stop_vt;
+    h[L.flags_at] = (uint8_t)K.final_flag;
+    h[L.prio_at] = d->priority;
+    h[L.drop_at] = 0;
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(d->port), .sin_addr.s_addr = htonl(d->ip)};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct cmsghdr *cm = (struct cmsghdr *)ctl.buf;
+    cm->cmsg_level = IPPROTO_IP;
+    cm->cmsg_type = IP_TOS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    int tos = d->tos;
+    memcpy(CMSG_DATA(cm), &tos, sizeof tos);
+    struct iovec v = {.iov_base = h, .iov_len = L.header_size};
+    struct msghdr m = {.msg_name = &to, .msg_namelen = sizeof to, .msg_iov = &v, .msg_iovlen = 1,
+                       .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    /* A failed send (full buffer, refused) is like a lost STOP: the sender probes again. */
+    if (sendmsg(c->fd, &m, MSG_DONTWAIT) == (ssize_t)L.header_size) {
+        d->answered++;
+        c->answered++;
+    }
+}
+
+/* A control packet the C path handles itself; returns 1 if it consumed `seg`.
+ * Only a lone header (no payload, offset 0) of type PROBE or STOP whose kind,
+ * dtype and message key equal a table row's is consumed; everything else (a
+ * BITMAP, a STOP with a bitmap, anything malformed or unknown) is left to the
+ * assembler, which judges and counts it. Nothing is written but table fields. */
+static int control(rx_ctx *c, const uint8_t *seg, size_t len) {
+    if (!K.set || len != L.header_size || (seg[0] != K.probe_vt && seg[0] != K.stop_vt)) return 0;
+    if (seg[L.len_at] || seg[L.len_at + 1] || be32(seg + L.off_at)) return 0;
+    uint32_t seq = be32(seg + L.seq_at);
+    if (seg[0] == K.probe_vt) {
+        for (Py_ssize_t i = 0; i < c->nentries; i++) {
+            entry_t *e = &c->entries[i];
+            if (same_message(seg, e->full_rows ? e->inv : e->inv_tail)) {
+                if (!e->probed || seq > e->probe_seq) e->probe_seq = seq;
+                e->probed = 1;
+                c->control++;
+                c->events++;
+                return 1;
+            }
+        }
+        for (Py_ssize_t i = 0; i < c->ndone; i++) {
+            if (same_message(seg, c->done[i].hdr)) {
+                answer_probe(c, &c->done[i], seg);
+                c->control++;
+                return 1;
+            }
+        }
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < c->nsends; i++) {
+        send_t *t = &c->sends[i];
+        if (same_message(seg, t->hdr)) {
+            if (!t->stopped || seq > t->stop_seq) t->stop_seq = seq;
+            t->stopped++;
+            c->control++;
+            c->events++;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* One recvmmsg of up to nslots datagrams, placed (direct placement, then the
@@ -351,6 +481,7 @@ static int rx_round(rx_ctx *c) {
                 c->injected++;
                 consumed = 1;
             }
+            if (!consumed && seg_len == H && control(c, seg, seg_len)) consumed = 1;
             if (!consumed && seg_len >= H) {
                 int tail;
                 entry_t *e = match(entries, c->nentries, &c->cache, seg, seg_len, &tail);
@@ -385,7 +516,7 @@ static int rx_round(rx_ctx *c) {
 /* Whether another round may run: nothing left for Python, no message that may
  * have completed or whose sender said LAST, and draws for a whole batch. */
 static int may_continue(const rx_ctx *c) {
-    if (c->nruns || c->err) return 0;
+    if (c->nruns || c->err || c->events) return 0;
     for (Py_ssize_t i = 0; i < c->nentries; i++) {
         const entry_t *e = &c->entries[i];
         if (e->last_seen || (e->need && e->placed >= e->need)) return 0;
@@ -445,9 +576,11 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_RuntimeError, "set_layout() must be called first");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "iw*nnniw*nw*Onnny*Ln", &fd, &ring, &slot_bytes, &seg_size, &nslots, &timeout_ms,
-                          &ents, &nentries, &runs, &drops_obj, &drop_pos, &hint_entry, &hint_seq, &gen, &table_gen,
-                          &budget_us))
+    Py_buffer done, sends;
+    Py_ssize_t ndone, nsends;
+    if (!PyArg_ParseTuple(args, "iw*nnniw*nw*Onnny*Lnw*nw*n", &fd, &ring, &slot_bytes, &seg_size, &nslots,
+                          &timeout_ms, &ents, &nentries, &runs, &drops_obj, &drop_pos, &hint_entry, &hint_seq, &gen,
+                          &table_gen, &budget_us, &done, &ndone, &sends, &nsends))
         return NULL;
     PyObject *result = NULL;
     struct iovec *iov = NULL;
@@ -465,6 +598,11 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
     }
     if (runs.len < (Py_ssize_t)(3 * sizeof(int64_t)) * nslots * runs_per_slot(slot_bytes)) {
         PyErr_SetString(PyExc_ValueError, "runs buffer too small");
+        goto out;
+    }
+    if (ndone < 0 || done.len < ndone * (Py_ssize_t)sizeof(done_t) || nsends < 0 ||
+        sends.len < nsends * (Py_ssize_t)sizeof(send_t)) {
+        PyErr_SetString(PyExc_ValueError, "done or sends buffer smaller than its row count");
         goto out;
     }
     if (gen.len < (Py_ssize_t)sizeof(int64_t)) {
@@ -486,6 +624,7 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         .nentries = nentries, .iov = iov, .entries = (entry_t *)ents.buf, .out_runs = (int64_t *)runs.buf,
         .draw = have_drops ? (const uint8_t *)drops.buf : NULL, .ndraws = have_drops ? drops.len : 0,
         .drop_pos = drop_pos, .hint_entry = hint_entry, .hint_seq = hint_seq,
+        .done = (done_t *)done.buf, .ndone = ndone, .sends = (send_t *)sends.buf, .nsends = nsends,
     };
     int n = 0;
 
@@ -494,6 +633,13 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         c.entries[i].placed = 0;
         c.entries[i].last_seen = 0;
         c.entries[i].placed_elems = 0;
+        c.entries[i].probed = 0;
+        c.entries[i].probe_seq = 0;
+    }
+    for (Py_ssize_t i = 0; i < ndone; i++) c.done[i].answered = 0;
+    for (Py_ssize_t i = 0; i < nsends; i++) {
+        c.sends[i].stopped = 0;
+        c.sends[i].stop_seq = 0;
     }
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
     const volatile int64_t *generation = (const volatile int64_t *)gen.buf;
@@ -522,14 +668,16 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         PyErr_SetFromErrno(PyExc_OSError);
         goto out;
     }
-    result = Py_BuildValue("(innnnnnn)", n, c.nruns, c.drop_pos, c.injected, c.truncated, c.direct, c.hint_entry,
-                           c.hint_seq);
+    result = Py_BuildValue("(innnnnnnnn)", n, c.nruns, c.drop_pos, c.injected, c.truncated, c.direct, c.hint_entry,
+                           c.hint_seq, c.control, c.answered);
 out:
     PyMem_RawFree(iov);
     PyBuffer_Release(&ring);
     PyBuffer_Release(&ents);
     PyBuffer_Release(&runs);
     PyBuffer_Release(&gen);
+    PyBuffer_Release(&done);
+    PyBuffer_Release(&sends);
     if (have_drops && drops.obj) PyBuffer_Release(&drops);
     return result;
 }
@@ -706,6 +854,7 @@ out:
 static PyMethodDef methods[] = {
     {"tx_send", tx_send, METH_VARARGS, "Send packets of one message: headers, GSO and sendmmsg in C."},
     {"set_layout", set_layout, METH_VARARGS, "Header field offsets from dlcp.protocol."},
+    {"set_control", set_control, METH_VARARGS, "Control packet types, FINAL flag and message-key span."},
     {"runs_capacity", runs_capacity, METH_VARARGS, "Rows of (start, nbytes, seg_size) one slot may need."},
     {"rx_batch", rx_batch, METH_VARARGS, "One recvmmsg batch with the common case placed in C."},
     {NULL, NULL, 0, NULL},

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import resource
 import time
 from dataclasses import asdict, dataclass
 from datetime import timedelta
@@ -134,10 +135,36 @@ def _timeout_s(cfg: BenchConfig) -> float:
     return 600.0 + iterations * cfg.workers * cfg.size / 20e6
 
 
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) this process has used so far, all its threads together.
+
+    ``getrusage(RUSAGE_SELF)`` sums every thread of the process (DLCP's receive
+    thread, gloo's worker threads), not only the caller's. Only the sum is used:
+    Linux takes it from the scheduler's nanosecond clock, but splits it into
+    user and system by the process's tick samples since it started (which in a
+    benchmark process are mostly imports), so the split of a short window says
+    little about that window.
+    """
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def _summary(times: list[float], size: int) -> dict[str, float]:
     t = np.asarray(times)
     med = float(np.median(t))
     return {"median_s": med, "p99_s": float(np.percentile(t, 99)), "gbytes_per_s": size / med / 1e9}
+
+
+def _cpu_summary(cpu: list[list[float]], size: int) -> dict[str, float]:
+    """CPU per gigabyte all-reduced; ``cpu[rank][i]``: CPU seconds of rank's process during iteration i.
+
+    The ranks' CPU is summed (the all-reduce of ``size`` bytes is one job, done by all of them).
+    """
+    per_iteration = np.sum(np.asarray(cpu, dtype=np.float64), axis=0)
+    return {
+        "cpu_s_per_gbyte": float(per_iteration.sum()) / (per_iteration.size * size / 1e9),
+        "cpu_s_per_iteration_median": float(np.median(per_iteration)),
+    }
 
 
 def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig, job: DLCPConfig) -> dict[str, Any]:
@@ -167,20 +194,26 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig, job: DL
         coll = s.collectives
         injector = s.endpoint.loss
 
-        def gloo_once() -> float:
+        # Each iteration's wall time, and the CPU its process (every thread) used meanwhile.
+        Timed = tuple[float, float]
+
+        def timed(call: Any) -> Timed:
+            cpu = cpu_seconds()
+            start = time.perf_counter()
+            call()
+            wall = time.perf_counter() - start
+            return wall, cpu_seconds() - cpu
+
+        def gloo_once() -> Timed:
             t.copy_(torch.from_numpy(data))
             dist.barrier()
-            start = time.perf_counter()
-            dist.all_reduce(t)
-            return time.perf_counter() - start
+            return timed(lambda: dist.all_reduce(t))
 
-        def dlcp_once(loss: LossInjector | None) -> float:
+        def dlcp_once(loss: LossInjector | None) -> Timed:
             s.endpoint.loss = loss
             np.copyto(x, data)
             s.rendezvous.barrier()
-            start = time.perf_counter()
-            coll.allreduce(x, mode=cfg.mode)
-            return time.perf_counter() - start
+            return timed(lambda: coll.allreduce(x, mode=cfg.mode))
 
         # The systems take turns in blocks of a few iterations, in the same processes: a
         # noisy host moves absolute times by tens of percent within a run, so every ratio
@@ -188,7 +221,7 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig, job: DL
         # (the other system just evicted this one's buffers from the caches). With loss
         # injection lossless and lossy DLCP iterations alternate within a block; the
         # lossy tail is compared with the lossless median.
-        runs: dict[str, list[float]] = {"dlcp": [], "dlcp_lossless": [], "gloo": []}
+        runs: dict[str, list[Timed]] = {"dlcp": [], "dlcp_lossless": [], "gloo": []}
         lost = total = 0
         for _ in range(cfg.warmup):
             if gloo:
@@ -209,11 +242,10 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig, job: DL
                     runs["dlcp_lossless"].append(clean)
                 lost += coll.stats.lost_elems - before[0]
                 total += coll.stats.total_elems - before[1]
-        out["dlcp"] = runs["dlcp"]
-        if gloo:
-            out["gloo"] = runs["gloo"]
-        if injector is not None:
-            out["dlcp_lossless"] = runs["dlcp_lossless"]
+        names = ["dlcp"] + (["gloo"] if gloo else []) + (["dlcp_lossless"] if injector is not None else [])
+        for name in names:
+            out[name] = [wall for wall, _ in runs[name]]
+            out[name + "_cpu"] = [cpu for _, cpu in runs[name]]
         out["loss_fraction"] = lost / total if total else 0.0
         out["retransmitted"] = s.endpoint.send_stats.retransmitted
         out["injected"] = s.endpoint.loss.dropped if s.endpoint.loss else 0
@@ -234,12 +266,15 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
     for name in ("dlcp", "gloo", "dlcp_lossless"):
         if name in per_rank[0]:
             slowest = [max(r[name][i] for r in per_rank) for i in range(cfg.repeat)]
-            result[name] = _summary(slowest, cfg.size)
+            result[name] = _summary(slowest, cfg.size) | _cpu_summary([r[name + "_cpu"] for r in per_rank], cfg.size)
     result["dlcp"]["loss_fraction"] = float(np.mean([r["loss_fraction"] for r in per_rank]))
     result["dlcp"]["retransmitted_packets"] = int(sum(r["retransmitted"] for r in per_rank))
     result["dlcp"]["injected_drops"] = int(sum(r["injected"] for r in per_rank))
     if "gloo" in result:
         result["ratio_gbytes_per_s_vs_gloo"] = result["dlcp"]["gbytes_per_s"] / result["gloo"]["gbytes_per_s"]
+        # Lossless DLCP when loss is injected (the lossy iterations do extra work by design).
+        own = result.get("dlcp_lossless", result["dlcp"])
+        result["ratio_cpu_s_per_gbyte_vs_gloo"] = own["cpu_s_per_gbyte"] / result["gloo"]["cpu_s_per_gbyte"]
     if "dlcp_lossless" in result:
         result["ratio_p99_lossy_vs_lossless_median"] = result["dlcp"]["p99_s"] / result["dlcp_lossless"]["median_s"]
         # The lossless tail itself: on a noisy host it alone can exceed the goal for the above.

@@ -43,7 +43,7 @@ from dlcp.host.udp import MAX_GSO_BYTES, MAX_GSO_SEGMENTS, MmsgSender, PacketSen
 from dlcp.limits import Limits
 from dlcp.message import Message, MessageKey, MessageSpec
 from dlcp.packetizer import HeaderTemplate
-from dlcp.protocol import CONTROL_PRIORITY, HEADER_SIZE, NUM_DROP_CLASSES, Flag, PacketType, tos_for
+from dlcp.protocol import CONTROL_PRIORITY, HEADER_SIZE, NUM_DROP_CLASSES, DType, Flag, MessageKind, PacketType, tos_for
 from dlcp.wire import Header
 
 log = logging.getLogger(__name__)
@@ -151,7 +151,8 @@ class Endpoint:
         self.seg_size = HEADER_SIZE + self.cfg.payload_bytes
         self.control_class = control_class
         # Control packets go out with the TOS of their class, never drop-eligible (docs/transport.md §2).
-        self._control_cmsg = [(socket.IPPROTO_IP, socket.IP_TOS, struct.pack("i", tos_for(control_class, 0)))]
+        self._control_tos = tos_for(control_class, 0)
+        self._control_cmsg = [(socket.IPPROTO_IP, socket.IP_TOS, struct.pack("i", self._control_tos))]
         self.initial_rto_s = initial_rto_s
         self.max_rto_s = max_rto_s
         self.asm = Assembler(limits)
@@ -163,6 +164,7 @@ class Endpoint:
         self._cond = threading.Condition(self._lock)
         self._handles: dict[MessageKey, RecvHandle] = {}
         self._out: dict[MessageKey, _Out] = {}
+        self._out_generation = 0  # bumped whenever _out changes: the C path's table of sends follows it
         self._nack_cut: dict[MessageKey, int] = {}  # reliable messages: gaps below this were NACKed
         self.early_nacks = 0
         # Messages completed (and STOPped) while handling the current receive batch; a
@@ -183,7 +185,8 @@ class Endpoint:
             open_socket(host, 0, rcvbuf=1 << 16, gro=False) for _ in range(self.cfg.spray_ports - 1)
         ]
         self._spray_next = itertools.cycle(range(len(self._spray)))
-        self._per_build = min(MAX_GSO_BYTES // self.seg_size, MAX_GSO_SEGMENTS) * 64  # about 4 MB per batch
+        # The numpy sender's preallocated batch (about 4 MB); the C sender takes whatever the pacer allows.
+        self._per_build = min(MAX_GSO_BYTES // self.seg_size, MAX_GSO_SEGMENTS) * 64
         # The C data path, or the same in numpy. The receive thread retransmits too (on
         # BITMAP), with a sender of its own.
         self._fast: FastReceiver | None = None
@@ -257,7 +260,7 @@ class Endpoint:
                     self.asm.cancel(handle.msg.key)
                     self._handles.pop(handle.msg.key, None)
                     self._nack_cut.pop(handle.msg.key, None)
-                    raise self._timeout_error(handle.src, f"receiving {handle.msg.key}")
+                    raise self._timeout_error(handle.src, f"receiving {handle.msg.key}", silent_s=now - heard)
                 self._cond.wait(max(0.0, min(heard + timeout, self._next_deadline(now)) - now))
         return handle.msg
 
@@ -305,11 +308,13 @@ class Endpoint:
             if spec.key in self._out:
                 raise ValueError(f"message {spec.key} is already being sent")
             self._out[spec.key] = out
+            self._out_generation += 1
         try:
             self._first_pass(out, priority)
         except BaseException:
             with self._lock:
                 self._out.pop(spec.key, None)
+                self._out_generation += 1
             raise
         # Probe at once: if the LAST packet was lost the receiver cannot know the first
         # pass is over, and waiting a whole RTO for that would lengthen the tail.
@@ -332,6 +337,7 @@ class Endpoint:
                         self._cond.wait(max(0.0, self._next_deadline(now) - now))
             finally:
                 self._out.pop(out.spec.key, None)
+                self._out_generation += 1
 
     def _next_deadline(self, now: float) -> float:
         """When the next started send still waiting for its STOP must probe (lock held).
@@ -352,6 +358,7 @@ class Endpoint:
                 silent = now - out.last_reply
                 if silent > self.cfg.peer_timeout_s:
                     self._out.pop(out.spec.key, None)
+                    self._out_generation += 1
                     raise self._timeout_error(out.dst, f"sending {out.spec.key}")
                 self._cond.release()
                 try:
@@ -361,10 +368,20 @@ class Endpoint:
                 out.rto = min(out.rto * 2, self.max_rto_s)
                 out.deadline = time.monotonic() + out.rto
 
+    def _per_call(self) -> int:
+        """Packets per send call: as many as the pacer lets go at once (the numpy sender: its batch)."""
+        if self._fast is None:
+            return self._per_build
+        return max(1, self.pacer.call_bytes() // self.seg_size)
+
     def _first_pass(self, out: _Out, priority: int) -> None:
         spec = out.spec
-        groups = [(int(c), np.flatnonzero(out.drop_classes == c)) for c in np.unique(out.drop_classes)]
-        per_call = self._per_build
+        classes = out.drop_classes
+        if not classes.any():  # one class (reliable messages, and lossy ones without eligible packets)
+            groups = [(0, np.arange(spec.pkt_count, dtype=np.int64))]
+        else:
+            groups = [(int(c), np.flatnonzero(classes == c)) for c in np.unique(classes)]
+        per_call = self._per_call()
         for gi, (cls, seqs) in enumerate(groups):
             for start in range(0, seqs.size, per_call):
                 chunk = seqs[start : start + per_call]
@@ -406,12 +423,20 @@ class Endpoint:
             drop_class=drop_class, tos=tos, retransmit=retransmit, last=last,
         )  # fmt: skip
 
-    def _timeout_error(self, peer: int, what: str) -> PeerTimeoutError:
-        """The error for a stalled operation, naming the peer silent longest among those we wait on."""
+    def _timeout_error(self, peer: int, what: str, silent_s: float | None = None) -> PeerTimeoutError:
+        """The error for a stalled operation, naming the peer silent longest among those we wait on.
+
+        ``silent_s``: how long ``peer`` has been silent by the operation's own measure (a
+        receive: no data). A peer whose receive thread still answers probes was heard from
+        just now, yet it is its data silence that timed the receive out, and that is reported.
+        """
         now = time.monotonic()
         waiting_on = {peer} | {o.dst for o in self._out.values() if not o.stopped}
         culprit = min(waiting_on, key=lambda r: self._heard.get(r, 0.0))
-        return PeerTimeoutError(culprit, self.addresses[culprit], now - self._heard.get(culprit, 0.0), what)
+        waited = now - self._heard.get(culprit, 0.0)
+        if culprit == peer and silent_s is not None:
+            waited = max(waited, silent_s)
+        return PeerTimeoutError(culprit, self.addresses[culprit], waited, what)
 
     def _missing_from(self, spec: MessageSpec, chunks: list[tuple[int, bytes]]) -> np.ndarray:
         missing: list[np.ndarray] = []
@@ -444,7 +469,7 @@ class Endpoint:
 
     def _retransmit(self, out: _Out, missing: np.ndarray, from_rx: bool = False) -> None:
         self.send_stats.retransmitted += int(missing.size)
-        per_call = self._per_build
+        per_call = self._per_call()
         for start in range(0, missing.size, per_call):
             chunk = missing[start : start + per_call]
             self._transmit(
@@ -512,6 +537,7 @@ class Endpoint:
         """One batch through the C path: it places the common case, the assembler takes the rest."""
         with self._lock:
             fast.refresh(self.asm)
+            fast.track_sends(self._out_generation, lambda: [(k, o.template.row) for k, o in self._out.items()])
         # No lock here: C writes only into buffers of messages in its table, which
         # only this thread completes; a message posted meanwhile goes the numpy way.
         got = fast.receive(0.02, self.loss)
@@ -528,6 +554,17 @@ class Endpoint:
             last = IngestResult()
             fast.apply_last(self.asm, last, now)
             self._handle(last, now)
+            if got.control:  # what C saw of PROBEs and STOPs, after the data as on the Python path
+                for msg, seq in fast.probes():
+                    self._heard[msg.key.src] = now
+                    self._probe_arrived(msg.key, seq, msg.spec.kind, msg.spec.dtype, msg.spec.layer, now)
+                for key in fast.stops():
+                    out = self._out.get(key)
+                    if out is not None:
+                        self._stopped(out, 0, b"", now)
+                for src in fast.answered_sources():
+                    self._heard[src] = now
+                self._cond.notify_all()
 
     def _rx_numpy(self, ring: RecvRing) -> None:
         got = ring.receive(0.02)
@@ -609,13 +646,22 @@ class Endpoint:
             handle.event.set()
         self._stopped_in_batch.add(msg.key)
         self._send_bitmap(msg, PacketType.STOP, probe_id)
+        if self._fast is not None:  # later probes of it are answered in C (the same STOP as _probe_arrived's)
+            src = msg.key.src
+            self._fast.remember_done(msg.spec, self.token, self.addresses[src], self._control_tos, self.control_class)
 
     def _on_probe(self, hdr: Header, now: float) -> None:
-        key = MessageKey(hdr.job_id, hdr.src, hdr.msg_id, hdr.round)
         if hdr.src not in self.addresses:
             return
+        key = MessageKey(hdr.job_id, hdr.src, hdr.msg_id, hdr.round)
+        self._probe_arrived(key, hdr.seq, MessageKind(hdr.kind), DType(hdr.dtype), hdr.layer, now)
+
+    def _probe_arrived(
+        self, key: MessageKey, probe_id: int, kind: MessageKind, dtype: DType, layer: int, now: float
+    ) -> None:
+        """A PROBE ``probe_id`` of ``key`` (decoded here, or seen by the C path): answer, or complete."""
         msg = self.asm.on_probe(key, now)
-        spec = MessageSpec(key, hdr.kind, 0, 1, hdr.dtype, hdr.layer)
+        spec = MessageSpec(key, kind, 0, 1, dtype, layer)
         if msg is None:
             # Completed (answer STOP again) or not expected yet (an empty BITMAP: alive, keep waiting).
             if key in self._stopped_in_batch:
@@ -623,24 +669,31 @@ class Endpoint:
                 return
             done = self.asm.is_completed(key)
             ptype = PacketType.STOP if done else PacketType.BITMAP
-            self._send_control(spec, ptype, hdr.src, seq=hdr.seq, flags=Flag.FINAL if done else Flag.NONE)
+            self._send_control(spec, ptype, key.src, seq=probe_id, flags=Flag.FINAL if done else Flag.NONE)
         elif msg.done:
-            self._complete(msg, hdr.seq)
+            self._complete(msg, probe_id)
             self._cond.notify_all()
         else:
-            self._send_bitmap(msg, PacketType.BITMAP, hdr.seq)
+            self._send_bitmap(msg, PacketType.BITMAP, probe_id)
 
     def _on_reply(self, hdr: Header, payload: bytes, now: float) -> None:
         out = self._out.get(MessageKey(hdr.job_id, hdr.src, hdr.msg_id, hdr.round))
         if out is None or hdr.src != self.rank:
             return
+        if hdr.type == PacketType.STOP:
+            self._stopped(out, hdr.offset, payload, now)
+            return
         out.last_reply = now
         self._heard[out.dst] = now
-        if hdr.type == PacketType.STOP:
-            out.stopped = True
-            self._account(out, hdr.offset, payload)
-        elif hdr.type == PacketType.BITMAP and payload:
+        if hdr.type == PacketType.BITMAP and payload:
             self._on_bitmap(out, hdr, payload, now)
+
+    def _stopped(self, out: _Out, offset: int, payload: bytes, now: float) -> None:
+        """A STOP for ``out`` (decoded here, or seen by the C path): the send is over."""
+        out.last_reply = now
+        self._heard[out.dst] = now
+        out.stopped = True
+        self._account(out, offset, payload)
 
     def _on_bitmap(self, out: _Out, hdr: Header, payload: bytes, now: float) -> None:
         """Retransmit what a BITMAP chunk says is missing, at once, from the receive thread.

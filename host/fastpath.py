@@ -20,12 +20,14 @@ from __future__ import annotations
 import logging
 import socket
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
 
 from dlcp.assembler import Assembler, IngestResult
+from dlcp.drops import DropReason
 from dlcp.host.loss import LossInjector
 from dlcp.host.udp import MAX_GSO_BYTES, MAX_GSO_SEGMENTS
 from dlcp.message import Message, MessageKey, MessageSpec
@@ -38,16 +40,40 @@ ENTRY_DTYPE = np.dtype(
     {
         "names": [
             "inv", "full_rows", "dst", "received", "pb", "epp", "op", "tail_bytes", "inv_tail",
-            "placed", "last_seen", "priority", "placed_elems", "need",
+            "placed", "last_seen", "priority", "placed_elems", "need", "probed", "probe_seq",
         ],
         "formats": [
             ("u1", 28), "<u4", "<u8", "<u8", "<u4", "<u4", "<u4", "<u4", ("u1", 28), "<u4", "<u4", "<u4", "<u8", "<u4",
+            "<u4", "<u4",
         ],
-        "offsets": [0, 28, 32, 40, 48, 52, 56, 60, 64, 92, 96, 100, 104, 112],
-        "itemsize": 120,
+        "offsets": [0, 28, 32, 40, 48, 52, 56, 60, 64, 92, 96, 100, 104, 112, 116, 120],
+        "itemsize": 128,
     }
 )  # fmt: skip
 """One expected message, as ``entry_t`` in host/_fastpath.c."""
+
+_KEY_ROW = 20
+"""Header bytes a control table row keeps: kind and dtype, and the message key (job, src, token, msg_id, round)."""
+DONE_DTYPE = np.dtype(
+    {
+        "names": ["hdr", "ip", "port", "tos", "priority", "answered"],
+        "formats": [("u1", _KEY_ROW), "<u4", "<u2", "u1", "u1", "<u4"],
+        "offsets": [0, 20, 24, 26, 27, 28],
+        "itemsize": 32,
+    }
+)
+"""A completed message whose probes C answers with a STOP, as ``done_t`` in host/_fastpath.c."""
+SEND_DTYPE = np.dtype(
+    {
+        "names": ["hdr", "stopped", "stop_seq"],
+        "formats": [("u1", _KEY_ROW), "<u4", "<u4"],
+        "offsets": [0, 20, 24],
+        "itemsize": 32,
+    }
+)
+"""A message being sent whose STOP C takes, as ``send_t`` in host/_fastpath.c."""
+DONE_ROWS = 64
+"""Completed messages remembered in C (a ring): a probe for an older one goes the Python way, with the same answer."""
 
 MAX_SLOTS = 64
 _SEGS_PER_SLOT = 64  # UDP GRO coalesces at most 64 segments
@@ -82,6 +108,10 @@ def _load() -> ModuleType | None:
                 _FIELD["drop_class"].offset, _FIELD["seq"].offset, _FIELD["offset"].offset, _FIELD["length"].offset,
                 int(Flag.LAST), (VERSION << 4) | PacketType.DATA,
             )  # fmt: skip
+            _fastpath.set_control(
+                (VERSION << 4) | PacketType.PROBE, (VERSION << 4) | PacketType.STOP, int(Flag.FINAL),
+                _FIELD["job_id"].offset, _FIELD["round"].offset + _FIELD["round"].size, _FIELD["kind"].offset,
+            )  # fmt: skip
             _module = _fastpath
     return _module
 
@@ -105,6 +135,10 @@ class FastBatch:
     runs: list[tuple[int, int, int]]
     """(start, nbytes, seg_size) of the ring buffer for :meth:`Assembler.ingest`."""
     datagrams: int
+    control: int = 0
+    """Control packets C handled (PROBEs answered or reported, STOPs reported)."""
+    answered: int = 0
+    """Of those, PROBEs of completed messages that C answered with a STOP itself."""
 
 
 class FastReceiver:
@@ -143,6 +177,21 @@ class FastReceiver:
         """Packets the kernel wrote straight into their message buffer (no copy)."""
         self.calls = 0
         self.datagrams = 0
+        # Control tables (host/_fastpath.c `control`): completed messages, a ring whose
+        # rows C answers probes for, and the sends awaiting a STOP. Only the receive
+        # thread writes them, between calls; other threads queue changes under the lock.
+        self._done = np.zeros(DONE_ROWS, dtype=DONE_DTYPE)
+        self._done_src: list[int] = [0] * DONE_ROWS
+        self._ndone = 0
+        self._done_next = 0
+        self._done_queue: list[tuple[np.ndarray, int, tuple[str, int], int, int]] = []
+        self._sends = np.zeros(0, dtype=SEND_DTYPE)
+        self._send_keys: list[MessageKey] = []
+        self._sends_generation = -1
+        self.control = 0
+        """Control packets handled in C."""
+        self.answered = 0
+        """PROBEs of completed messages answered with a STOP in C."""
 
     def refresh(self, asm: Assembler) -> None:
         """Rebuild the message table if the assembler's expected messages changed (caller holds its lock)."""
@@ -161,6 +210,59 @@ class FastReceiver:
         self._gen_cell = asm.generation_cell
         self._index = {m.key: i for i, m in enumerate(msgs)}
 
+    def remember_done(self, spec: MessageSpec, token: int, addr: tuple[str, int], tos: int, priority: int) -> None:
+        """Let C answer later probes of this completed message with a STOP (caller holds the endpoint's lock).
+
+        Applied by the next :meth:`track_sends` (the receive thread, between calls).
+        """
+        if spec.num_elems == 0:
+            return
+        cached = self._rows.get(spec.key)  # the message's table entry holds those header bytes already
+        if cached is not None:
+            row = cached[1]
+            hdr = (row["inv"] if row["full_rows"] else row["inv_tail"])[:_KEY_ROW].copy()
+        else:
+            hdr = _header(spec, 0, token)[:_KEY_ROW]
+        self._done_queue.append((hdr, spec.key.src, addr, tos, priority))
+
+    def track_sends(self, generation: int, sends: Callable[[], list[tuple[MessageKey, np.ndarray]]]) -> None:
+        """The sends whose STOP C takes, and the queued completed messages (receive thread, lock held).
+
+        ``sends()``: (key, header template row) of every started send; called only
+        when ``generation`` changed since the last call.
+        """
+        for hdr, src, addr, tos, priority in self._done_queue:
+            row = self._done[self._done_next]
+            row["hdr"] = hdr
+            row["ip"] = struct.unpack("!I", socket.inet_aton(addr[0]))[0]
+            row["port"] = addr[1]
+            row["tos"] = tos
+            row["priority"] = priority
+            self._done_src[self._done_next] = src
+            self._done_next = (self._done_next + 1) % DONE_ROWS
+            self._ndone = min(DONE_ROWS, self._ndone + 1)
+        self._done_queue.clear()
+        if generation != self._sends_generation:
+            rows = sends()
+            self._sends = np.zeros(len(rows), dtype=SEND_DTYPE)
+            for i, (_, template) in enumerate(rows):
+                self._sends[i]["hdr"] = template[:_KEY_ROW]
+            self._send_keys = [key for key, _ in rows]
+            self._sends_generation = generation
+
+    def probes(self) -> list[tuple[Message, int]]:
+        """(message, probe id) of each expected message C saw a PROBE for in the last call."""
+        entries = self._entries
+        return [(self._msgs[i], int(entries[i]["probe_seq"])) for i in np.flatnonzero(entries["probed"])]
+
+    def stops(self) -> list[MessageKey]:
+        """Sends C saw a STOP (no bitmap) for in the last call."""
+        return [self._send_keys[i] for i in np.flatnonzero(self._sends["stopped"])]
+
+    def answered_sources(self) -> list[int]:
+        """Ranks whose probes C answered in the last call (they are alive)."""
+        return [self._done_src[i] for i in np.flatnonzero(self._done["answered"][: self._ndone])]
+
     def receive(self, timeout_s: float, loss: LossInjector | None) -> FastBatch | None:
         """Wait up to ``timeout_s`` for data and take one batch; ``None`` if nothing came."""
         need = self.slots * _SEGS_PER_SLOT  # draws one batch may consume; C runs another only with as many left
@@ -171,10 +273,11 @@ class FastReceiver:
         if self._msgs:  # C returns early once a message may complete (racy reads only move that moment)
             self._entries["need"] = [m.packets_before_ready for m in self._msgs]
         hint = self._index.get(self._hint_key, -1) if self._hint_key is not None else -1
-        n, nruns, pos, injected, truncated, direct, hint, self._hint_seq = self._c.rx_batch(
+        n, nruns, pos, injected, truncated, direct, hint, self._hint_seq, control, answered = self._c.rx_batch(
             self.fd, self.buf, self.slot_bytes, self.seg_size, self.slots, max(0, int(timeout_s * 1000)),
             self._entries, len(self._entries), self._runs, self._draws if loss is not None else None,
             self._draw_pos, hint, self._hint_seq, self._gen_cell, self._generation, self.budget_us,
+            self._done, self._ndone, self._sends, len(self._sends),
         )  # fmt: skip
         self._hint_key = self._msgs[hint].key if 0 <= hint < len(self._msgs) else None
         if n == 0:
@@ -183,11 +286,13 @@ class FastReceiver:
         self.datagrams += n
         self.truncated += truncated
         self.direct += direct
+        self.control += control
+        self.answered += answered
         if loss is not None:
             self._draw_pos = pos
             loss.dropped += injected
         runs = [(int(a), int(b), int(c)) for a, b, c in self._runs[:nruns]]
-        return FastBatch(IngestResult(), runs, n)
+        return FastBatch(IngestResult(), runs, n, control, answered)
 
     def account(self, asm: Assembler, batch: FastBatch, now: float) -> None:
         """Book what C placed in the last batch (caller holds the assembler's lock).
@@ -197,6 +302,9 @@ class FastReceiver:
         their arrival order, and a packet that arrived before the LAST one must
         count before the sender is taken to be done.
         """
+        if batch.control:  # accepted, as the assembler counts a control packet it decodes
+            asm.counters.counts[DropReason.OK] += batch.control
+            batch.result.accepted += batch.control
         entries = self._entries
         for i in np.flatnonzero(entries["placed"]) if len(entries) else ():
             e = entries[i]
@@ -225,6 +333,8 @@ class FastSender:
         self._c = mod
         self.seg_size = seg_size
         self.refused = 0
+        self.calls = 0
+        """Calls of ``tx_send`` (each one a transition into C and one or more ``sendmmsg``)."""
         self._ips: dict[str, int] = {}
 
     def send_packets(
@@ -252,6 +362,7 @@ class FastSender:
             priority, drop_class, last, ip, addr[1], tos, self.seg_size,
         )  # fmt: skip
         self.refused += refused
+        self.calls += 1
         return int(sent)
 
 

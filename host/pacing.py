@@ -66,6 +66,16 @@ class AimdPacer:
             if delay >= _MIN_SLEEP_S:
                 time.sleep(delay)
 
+    def call_bytes(self) -> int:
+        """The most bytes one send may carry without :meth:`wait` sleeping first, from a full bucket.
+
+        A burst plus the debt that is carried rather than slept on: at the full
+        rate (loopback) over 13 MB, so a message goes out in one or two calls
+        (each costs a transition into C and the interpreter's bookkeeping);
+        after a rate decrease the calls shrink and :meth:`wait` spaces them.
+        """
+        return self.cfg.burst + int(self.rate * _MIN_SLEEP_S * 0.99)
+
     def charge(self, nbytes: int) -> None:
         """Debit ``nbytes`` sent without waiting (the next :meth:`wait` pays for them)."""
         now = time.perf_counter()

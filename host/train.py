@@ -20,8 +20,10 @@ from typing import Any
 import numpy as np
 
 from dlcp import checks, resources
-from dlcp.config import TransportConfig, check_payload_bytes
+from dlcp.config import DLCPConfig, TransportConfig, check_payload_bytes
+from dlcp.config import load as load_config
 from dlcp.host.launch import spawn
+from dlcp.host.launch_env import LaunchEnv
 from dlcp.host.loss import LossSpec
 from dlcp.host.traffic import DLCPCounters, dlcp_bytes_sent, tcp_bytes_sent
 from dlcp.policy import KindPolicy, Policy
@@ -51,6 +53,11 @@ class TrainConfig:
     payload_bytes: int = 8192
     pull_bound: float | None = None
     """PS pull loss bound (default: the policy's, 0.005)."""
+    eval_every: int = 0
+    """Rank 0 measures test accuracy every this many iterations (0: only at the end), for accuracy over time;
+    the iteration after each measurement is left out of the iteration-time statistics (the others waited)."""
+    eval_samples: int = 512
+    """Test samples of each measurement during training (at most the test set)."""
 
     def __post_init__(self) -> None:
         checks.at_least("--workers", self.workers, 1)
@@ -73,6 +80,8 @@ class TrainConfig:
         check_payload_bytes("payload_bytes", self.payload_bytes)
         if self.pull_bound is not None:
             checks.fraction("pull_bound", self.pull_bound)
+        checks.at_least("--eval-every", self.eval_every, 0)
+        checks.at_least("eval_samples", self.eval_samples, 1)
 
     @property
     def iterations(self) -> int:
@@ -148,7 +157,23 @@ def policy_for(cfg: TrainConfig) -> Policy:
     return Policy(kinds=kinds)
 
 
-def _rank_main(rank: int, world: int, store_port: int, cfg: TrainConfig) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Placement:
+    """Where a rank runs: its rendezvous and data addresses, and the job's host configuration.
+
+    ``dlcp train`` runs every rank on loopback (the defaults); the testbed runs one rank per host
+    namespace (``dlcp train --node``, from the launch environment and the job file).
+    """
+
+    store_host: str = "127.0.0.1"
+    host: str = "127.0.0.1"
+    job: DLCPConfig | None = None
+    """The job's configuration (id, servers, transport, policy, limits); None: loopback defaults."""
+
+
+def _rank_main(
+    rank: int, world: int, store_port: int, cfg: TrainConfig, where: Placement = Placement()
+) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -157,7 +182,9 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: TrainConfig) -> dict
     from dlcp.host.shim.torch import DLCPState, dlcp_hook
 
     torch.set_num_threads(1)
-    store = dist.TCPStore("127.0.0.1", store_port, world, rank == 0, timedelta(seconds=120), wait_for_workers=False)
+    store = dist.TCPStore(
+        where.store_host, store_port, world, rank == 0, timedelta(seconds=120), wait_for_workers=False
+    )
     dist.init_process_group("gloo", store=dist.PrefixStore("gloo", store), rank=rank, world_size=world)
     x_tr, y_tr, x_te, y_te = make_task(cfg.seed, cfg.train_samples, cfg.test_samples)
     model = make_model(cfg.model, cfg.seed)
@@ -166,10 +193,21 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: TrainConfig) -> dict
     session = None
     if cfg.backend == "dlcp":
         loss = LossSpec(rate=cfg.inject_loss, seed=cfg.seed * 7919 + rank) if cfg.inject_loss else None
+        job = where.job
+        if job is None:
+            kw: dict[str, Any] = {
+                "transport": TransportConfig(port=0, payload_bytes=cfg.payload_bytes), "policy": policy_for(cfg),
+                "server_ranks": tuple(range(world)),
+            }  # fmt: skip
+        else:
+            kw = {
+                "job_id": job.job.id, "transport": job.transport, "policy": job.policy, "limits": job.limits,
+                "server_ranks": tuple(range(min(job.job.servers, world))) if cfg.mode == "ps" else (0,),
+                "local_rank": 0,
+            }  # fmt: skip
         session = open_session(
-            rank=rank, world=world, store_host="127.0.0.1", store_port=store_port, store=store,
-            transport=TransportConfig(port=0, payload_bytes=cfg.payload_bytes), policy=policy_for(cfg), loss=loss,
-            server_ranks=tuple(range(world)),
+            rank=rank, world=world, store_host=where.store_host, store_port=store_port, store=store, host=where.host,
+            loss=loss, **kw,
         )  # fmt: skip
         state = DLCPState(session, model=ddp, mode=cfg.mode)  # type: ignore[arg-type]
         ddp.register_comm_hook(state, dlcp_hook)
@@ -179,9 +217,18 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: TrainConfig) -> dict
     global_batch = cfg.batch_size * world
     steps = cfg.train_samples // global_batch
     times: list[float] = []
+    skipped: list[int] = []
+    curve: list[tuple[float, int, float]] = []
+    x_eval, y_eval = torch.from_numpy(x_te[: cfg.eval_samples]), y_te[: cfg.eval_samples]
+
+    def accuracy_now() -> float:
+        with torch.no_grad():
+            return float((model(x_eval).argmax(dim=1).numpy() == y_eval).mean())
+
     # What this rank sends while it trains (not the set-up before, nor the evaluation after).
     tcp_before = tcp_bytes_sent()
     dlcp_before = DLCPCounters.of(session.endpoint) if session is not None else DLCPCounters()
+    t0 = time.perf_counter()
     for _epoch in range(cfg.epochs):
         order = rng.permutation(cfg.train_samples)
         for step in range(steps):
@@ -192,6 +239,11 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: TrainConfig) -> dict
             lossf(ddp(xb), yb).backward()
             opt.step()
             times.append(time.perf_counter() - start)
+            if cfg.eval_every and len(times) % cfg.eval_every == 0:
+                skipped.append(len(times))  # the next iteration waits for rank 0's measurement
+                if rank == 0:
+                    curve.append((time.perf_counter() - t0, len(times), accuracy_now()))
+    train_s = time.perf_counter() - t0
     tcp_after = tcp_bytes_sent()
     dlcp_sent = (DLCPCounters.of(session.endpoint) if session is not None else DLCPCounters()) - dlcp_before
 
@@ -207,7 +259,10 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: TrainConfig) -> dict
     accuracy = float((pred == y_te).mean())
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
     digest = float(np.sum(flat.astype(np.float64) * np.arange(1, flat.size + 1) % 997))
-    out: dict[str, Any] = {"times": times, "accuracy": accuracy, "param_digest": digest, "sample": before_resync}
+    out: dict[str, Any] = {
+        "rank": rank, "times": times, "skipped": skipped, "accuracy": accuracy, "accuracy_curve": curve,
+        "train_s": train_s, "param_digest": digest, "sample": before_resync,
+    }  # fmt: skip
     out["tcp_bytes_sent"] = None if tcp_before is None or tcp_after is None else tcp_after - tcp_before
     out["dlcp_sent"] = dlcp_sent
     if state is not None and session is not None:
@@ -216,6 +271,18 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: TrainConfig) -> dict
         session.close()
     dist.destroy_process_group()
     return out
+
+
+def run_node(cfg: TrainConfig, launch: LaunchEnv) -> dict[str, Any]:
+    """One rank of a multi-node job (``dlcp train --node``): rank, world and rendezvous from ``launch``, the job's
+    transport, policy and servers from its job file (``DLCP_CONFIG``). Returns the rank's result as JSON data
+    (:func:`summarize` of every rank's gives what :func:`run` returns)."""
+    job = load_config(launch.config) if launch.config is not None else None
+    where = Placement(store_host=launch.store_host, host=launch.host, job=job)
+    r = _rank_main(launch.rank, launch.world, launch.store_port, cfg, where)
+    r["sample"] = r["sample"].tolist()
+    r["dlcp_sent"] = asdict(r["dlcp_sent"])
+    return r
 
 
 def _traffic(per_rank: list[dict[str, Any]]) -> dict[str, int | None]:
@@ -232,15 +299,30 @@ def run(cfg: TrainConfig, *, checked: bool = False) -> dict[str, Any]:
     # Generous: 2 s per step, more where workers share CPUs; only a hung run times out.
     share = max(1.0, cfg.workers / resources.usable_cpus())
     per_rank = spawn(_rank_main, cfg.workers, cfg, timeout_s=600.0 + 2.0 * share * cfg.iterations, threads_per_proc=1)
+    return summarize(cfg, per_rank)
+
+
+def summarize(cfg: TrainConfig, per_rank: list[dict[str, Any]]) -> dict[str, Any]:
+    """One job's result from its ranks' (in rank order; from :func:`_rank_main` or :func:`run_node`)."""
+    for r in per_rank:
+        if isinstance(r["dlcp_sent"], dict):
+            r["dlcp_sent"] = DLCPCounters(**r["dlcp_sent"])
+        r["sample"] = np.asarray(r["sample"])
     n = len(per_rank[0]["times"])
-    slowest = np.array([max(r["times"][i] for r in per_rank) for i in range(n)])
+    slowest_all = np.array([max(r["times"][i] for r in per_rank) for i in range(n)])
+    # Iteration i (0-based) follows measurement number k when k == i: those waited for rank 0.
+    skipped = set(per_rank[0].get("skipped", []))
+    slowest = np.array([t for i, t in enumerate(slowest_all) if i not in skipped]) if skipped else slowest_all
     first = per_rank[0]
     result: dict[str, Any] = {
         "config": asdict(cfg),
         "test_accuracy": first["accuracy"],
         "iter_p50_s": float(np.percentile(slowest, 50)),
         "iter_p99_s": float(np.percentile(slowest, 99)),
-        "iter_times_s": slowest.tolist(),
+        "iter_times_s": slowest_all.tolist(),
+        "iter_skipped": sorted(skipped),
+        "train_s": max(float(r.get("train_s", 0.0)) for r in per_rank),
+        "accuracy_curve": first.get("accuracy_curve", []),
         **_traffic(per_rank),
         "replicas_identical": len({r["param_digest"] for r in per_rank}) == 1,
         "max_replica_divergence_before_resync": float(

@@ -1,8 +1,10 @@
 """One folder per figure (``simulations/figures/<name>/``): scenarios, README, expected small output.
 
-``run`` simulates the figure's scenario once per baseline (a sweep: local
+``run`` simulates the figure's scenario once per variant (a baseline, or a
+baseline with other values: a loss bound, a fabric size) as one sweep (local
 processes or a Dask cluster) and saves the summaries as JSON; ``plot`` draws
 the figure from that JSON only, so ``--plot-only`` re-plots without simulating.
+``compare`` checks a run's rows against the figure's ``expected_small.json``.
 """
 
 from __future__ import annotations
@@ -20,13 +22,40 @@ from dlcp.simulations import runner
 FIGURES_DIR = Path(__file__).resolve().parent / "figures"
 
 
+Variants = Callable[[str], list[tuple[str, dict[str, Any]]]]
+"""(label, overrides of the scenario table) per run, for a scale."""
+
+
 @dataclass(frozen=True)
 class Figure:
     name: str
-    baselines: tuple[str, ...]
+    variants: Variants
     metric: Callable[[dict[str, Any]], dict[str, float]]
     """The numbers the figure shows, from one run's summary."""
     ylabel: str
+
+
+def baselines(*names: str) -> Variants:
+    return lambda scale: [(b, {"baseline": b}) for b in names]
+
+
+def _sweep(field: str, small: tuple[Any, ...], paper: tuple[Any, ...], bases: tuple[str, ...]) -> Variants:
+    """One run per (baseline, value of a dotted field)."""
+
+    def variants(scale: str) -> list[tuple[str, dict[str, Any]]]:
+        out = []
+        for b in bases:
+            for v in small if scale == "small" else paper:
+                over: dict[str, Any] = {"baseline": b}
+                cur = over
+                *path, last = field.split(".")
+                for part in path:
+                    cur = cur.setdefault(part, {})
+                cur[last] = v
+                out.append((f"{b} {last}={v}", over))
+        return out
+
+    return variants
 
 
 def _tail(r: dict[str, Any]) -> dict[str, float]:
@@ -39,10 +68,44 @@ def _iteration(r: dict[str, Any]) -> dict[str, float]:
     return {"mean_iteration_ms": sum(times) / len(times) * 1e3 if times else math.nan, "iterations": len(times)}
 
 
+def _tail_and_loss(r: dict[str, Any]) -> dict[str, float]:
+    g = r["flows"]["gradient"]
+    return {**_tail(r), "loss_pct": g["loss_fraction"] * 100, "retx_per_msg": g["retransmitted_packets"] / g["count"]}
+
+
+def _scale(r: dict[str, Any]) -> dict[str, float]:
+    return {**_tail(r), "hosts": r["hosts"], "packets_per_s": r["perf"]["packets_per_s"]}
+
+
 FIGURES: dict[str, Figure] = {
-    "incast_tail": Figure("incast_tail", ("dlcp", "dctcp", "tcp"), _tail, "gradient FCT (us)"),
-    "ps_iteration": Figure("ps_iteration", ("dlcp", "dctcp"), _iteration, "iteration time (ms)"),
+    "incast_tail": Figure("incast_tail", baselines("dlcp", "dctcp", "tcp", "pfabric"), _tail, "gradient FCT (us)"),
+    "ps_iteration": Figure("ps_iteration", baselines("dlcp", "dctcp", "tcp"), _iteration, "iteration time (ms)"),
+    "ring_iteration": Figure("ring_iteration", baselines("dlcp", "dctcp", "tcp"), _iteration, "iteration time (ms)"),
+    "ablation": Figure(
+        "ablation",
+        baselines(
+            "dlcp", "dlcp_no_priority", "dlcp_no_drop", "dlcp_no_spray", "dlcp_no_bound", "tensor_priority", "pfabric"
+        ),
+        _tail,
+        "gradient FCT (us)",
+    ),
+    "loss_bound": Figure(
+        "loss_bound",
+        _sweep("dlcp.policy.push.loss_bound", (0.0, 0.01, 0.035, 0.1), (0.0, 0.006, 0.01, 0.02, 0.035, 0.1), ("dlcp",)),
+        _tail_and_loss,
+        "gradient FCT (us) / %",
+    ),
+    "scale": Figure(
+        "scale",
+        _sweep("topology.leaves", (2, 4, 8), (2, 4, 8, 16, 32, 64), ("dlcp", "dctcp")),
+        _scale,
+        "gradient FCT (us)",
+    ),
 }
+
+TOLERANCE = 0.05
+"""A small run is deterministic (seeded); its rows may move by this fraction between compilers or
+libm versions, and no further without the expected output being regenerated on purpose."""
 
 
 def scenario_table(name: str, scale: str) -> dict[str, Any]:
@@ -61,17 +124,46 @@ def run(
 ) -> dict[str, Any]:
     fig = FIGURES[name]
     base = scenario_table(name, scale)
-    tables = [dict(base, baseline=b) for b in fig.baselines]
+    variants = fig.variants(scale)
+    tables = [merge(base, over) for _, over in variants]
     results = runner.sweep(tables, parallel=parallel, address=address, progress=progress)
     data = {
         "figure": name,
         "scale": scale,
-        "rows": {b: fig.metric(r) for b, r in zip(fig.baselines, results, strict=True)},
+        "rows": {label: fig.metric(r) for (label, _), r in zip(variants, results, strict=True)},
         "runs": results,
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{name}-{scale}.json").write_text(json.dumps(data, indent=1, sort_keys=True))
     return data
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over``'s values, tables merged key by key."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def expected(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((FIGURES_DIR / name / "expected_small.json").read_text())
+    return data
+
+
+def compare(rows: dict[str, dict[str, float]], want: dict[str, dict[str, float]], rel: float = TOLERANCE) -> list[str]:
+    """Differences between a run's rows and the expected ones beyond ``rel`` (empty: they agree)."""
+    diffs = []
+    if set(rows) != set(want):
+        diffs.append(f"variants {sorted(rows)} != expected {sorted(want)}")
+    for label in sorted(set(rows) & set(want)):
+        for metric, w in want[label].items():
+            g = rows[label].get(metric, math.nan)
+            if metric == "packets_per_s":
+                continue  # wall-clock speed: not a simulated result
+            if not (math.isclose(g, w, rel_tol=rel, abs_tol=1e-9) or (math.isnan(g) and math.isnan(w))):
+                diffs.append(f"{label} {metric}: {g:.6g}, expected {w:.6g} (+-{rel:.0%})")
+    return diffs
 
 
 def load(name: str, scale: str, out_dir: Path) -> dict[str, Any]:
@@ -90,8 +182,8 @@ def plot(data: dict[str, Any], out_dir: Path) -> Path:
 
     fig = FIGURES[data["figure"]]
     rows = data["rows"]
-    metrics = [k for k in next(iter(rows.values())) if k != "iterations"]
-    ax = plt.figure(figsize=(6, 3.5)).add_subplot()
+    metrics = [k for k in next(iter(rows.values())) if k not in ("iterations", "hosts", "packets_per_s")]
+    ax = plt.figure(figsize=(max(6, len(rows) * len(metrics) * 0.35), 3.5)).add_subplot()
     width = 0.8 / len(rows)
     for i, (baseline, vals) in enumerate(rows.items()):
         xs = [j + i * width for j in range(len(metrics))]
@@ -99,7 +191,7 @@ def plot(data: dict[str, Any], out_dir: Path) -> Path:
     ax.set_xticks([j + width * (len(rows) - 1) / 2 for j in range(len(metrics))], metrics)
     ax.set_ylabel(fig.ylabel)
     ax.set_title(f"{fig.name} ({data['scale']})")
-    ax.legend()
+    ax.legend(fontsize="small")
     path = out_dir / f"{fig.name}-{data['scale']}.png"
     plt.tight_layout()
     plt.savefig(path, dpi=120)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import resource
 import subprocess
@@ -32,6 +33,9 @@ log = logging.getLogger(__name__)
 
 WIRE_OVERHEAD = 20 + 2
 """Bytes below UDP per packet: IPv4 header and ns-3's point-to-point (PPP) header."""
+PFABRIC_THRESHOLDS = (16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
+"""pfabric: remaining-size cuts (bytes) between its classes, shortest remaining in the top data class."""
+PATH_LINKS = {"star": 2, "leaf_spine": 4, "fat_tree": 6}
 BASE_MB = 260.0
 """Memory of a process with the simulator loaded and an empty fabric (measured: about 215 MB)."""
 
@@ -67,12 +71,22 @@ def available_mb() -> float:
     return float("inf")
 
 
+def pfabric_buffer_packets(s: Scenario) -> int:
+    """pFabric's buffer: two bandwidth-delay products of the longest host-to-host round trip."""
+    if s.switch.pfabric_buffer_packets:
+        return s.switch.pfabric_buffer_packets
+    t = s.topology
+    hop = t.delay_us * 1e-6 + t.mtu * 8 / (t.fabric_gbps * 1e9)
+    rtt = 2 * PATH_LINKS[t.kind] * hop
+    return max(8, math.ceil(2 * rtt * t.host_gbps * 1e9 / 8 / t.mtu))
+
+
 def _install_tables(sim: Any, s: Scenario, ns: Any) -> None:
     """The controller's entries on every DLCP switch: data classes are drop-eligible by class."""
     policy = s.dlcp.policy
     action = 2 if s.switch.congestion_action == "trim" else 1
     any_ = (0, 0)
-    for prio in range(policy.data_classes):
+    for prio in range(policy.data_classes if s.features.selective_drop else 0):
         vm = [*any_, int(PacketType.DATA), 0xF, prio, 0xFF, *any_, *any_]
         sim.AddClassRule(10, vm, 1, prio)  # mark_drop_eligible, queue = its class
         for drop_class, threshold in enumerate(s.switch.drop_thresholds, start=1):
@@ -86,7 +100,8 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
     wall0 = time.monotonic()
     fabric = s.topology.fabric()
     host_bps = s.topology.host_gbps * 1e9
-    traffic = workloads.generate(s.workload, fabric.hosts, host_bps, s.baseline, s.dlcp.policy, s.seed)
+    feat = s.features
+    traffic = workloads.generate(s.workload, fabric.hosts, host_bps, feat, s.dlcp.policy, s.seed)
     est = estimate_memory_mb(s, traffic, fabric.nodes, len(fabric.links))
     limit = available_mb() * 0.8 if refuse_over_mb is None else refuse_over_mb
     if est > limit:
@@ -101,8 +116,10 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
     for link in fabric.links:
         sim.AddLink(link.a, link.b, link.rate_bps, link.delay_s)
     sim.SetMtu(s.topology.mtu)
-    queue = {"dlcp": "dlcp", "dctcp": "red_ecn", "tcp": "fifo"}[s.baseline]
-    sim.SetSwitchQueue(queue, s.switch.buffer_packets, s.switch.ecn_threshold_packets if s.baseline != "tcp" else 0)
+    buffer = pfabric_buffer_packets(s) if feat.srpt else s.switch.buffer_packets
+    sim.SetSwitchQueue(feat.queue, buffer, s.switch.ecn_threshold_packets if feat.queue != "fifo" else 0)
+    sim.SetBufferPolicy(s.switch.buffer_policy)
+    sim.SetSpraying(feat.spraying)
     sim.SetRouting(s.routing)
     tp = ns.TransportParams()
     tp.payload_bytes = s.dlcp.transport.payload_bytes
@@ -112,9 +129,13 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
     tp.min_rate = tp.max_rate / 1000
     tp.increase = tp.max_rate / 100
     tp.wire_overhead = WIRE_OVERHEAD
+    tp.pace_retx = s.retransmissions == "paced"
+    if feat.srpt:
+        tp.srpt_thresholds = list(PFABRIC_THRESHOLDS)
+        tp.top_data_class = s.dlcp.policy.data_classes - 1
     sim.SetTransport(tp)
     mss = s.topology.mtu - 20 - 20 - 12  # IPv4, TCP and the timestamp option
-    sim.SetTcp("newreno" if s.baseline == "tcp" else "dctcp", s.tcp.min_rto_us * 1e-6, mss, s.tcp.buffer_bytes)
+    sim.SetTcp("newreno" if feat.queue == "fifo" else "dctcp", s.tcp.min_rto_us * 1e-6, mss, s.tcp.buffer_bytes)
     _install_tables(sim, s, ns)
     sim.Build()
     if s.routing == "dlcp":
@@ -217,7 +238,8 @@ def summarise(s: Scenario, sim: Any, traffic: workloads.Traffic, njobs: int) -> 
     h = sim.Hosts()
     sw = sim.Switches()
     per_class = {
-        name: [int(v) for v in getattr(sw, name)] for name in ("forwarded", "dropped", "trimmed", "overflow", "marked")
+        name: [int(v) for v in getattr(sw, name)]
+        for name in ("forwarded", "dropped", "trimmed", "overflow", "pushed_out", "marked")
     }
     if len(per_class["forwarded"]) != NUM_PRIORITY_CLASSES:
         raise RuntimeError("the simulator's class count differs from dlcp.protocol's (stale library?)")

@@ -4,7 +4,7 @@ A scenario describes one simulation::
 
     name = "incast"
     seed = 1
-    baseline = "dlcp"          # dlcp | dctcp | tcp
+    baseline = "dlcp"          # dlcp | dctcp | tcp | pfabric | tensor_priority | dlcp_no_{priority,drop,spray,bound}
     routing = "dlcp"           # dlcp | global (ns-3's global routing)
     stop_s = 0.05              # simulated-time limit
 
@@ -46,8 +46,44 @@ from typing import Any, Literal
 from dlcp.config import DLCPConfig, from_dict
 from dlcp.simulations import models, topology
 
-BASELINES = ("dlcp", "dctcp", "tcp")
-"""Implemented baselines. Planned (docs/simulations.md): pFabric, tensor-level priority, DLCP ablations."""
+
+@dataclass(frozen=True)
+class Features:
+    """What a baseline turns on: the transport of gradients, the switch's queue, DLCP's techniques."""
+
+    queue: Literal["dlcp", "red_ecn", "fifo"] = "dlcp"
+    """Switch ports: the DLCP queue disc, RED with ECN marking (DCTCP), or a drop-tail FIFO."""
+    dlcp_transport: bool = True
+    """Gradients over DLCP's transport (else TCP: DCTCP on red_ecn, NewReno on fifo)."""
+    priority: bool = True
+    """Packet-level priority: each layer's class from the policy (else every gradient in class 0)."""
+    selective_drop: bool = True
+    """Drop-eligible classes dropped or trimmed above their thresholds (else nothing is eligible)."""
+    spraying: bool = True
+    """Per-packet spraying of DLCP data (else per-flow ECMP)."""
+    bounded_loss: bool = True
+    """Messages complete within their loss bound (else every message is reliable: bound 0)."""
+    srpt: bool = False
+    """pFabric: every message (background too) over the reliable transport, class by remaining size."""
+
+
+BASELINE_FEATURES: dict[str, Features] = {
+    "dlcp": Features(),
+    "dctcp": Features(queue="red_ecn", dlcp_transport=False),
+    "tcp": Features(queue="fifo", dlcp_transport=False),
+    # pFabric (Alizadeh et al. 2013): SRPT priority by remaining size, tiny buffers, the
+    # lowest priority pushed out when full, line-rate start; approximated with DLCP's 8 classes.
+    "pfabric": Features(priority=False, selective_drop=False, spraying=True, bounded_loss=False, srpt=True),
+    # ByteScheduler / P3: tensor-level priority (front layers first), nothing dropped on purpose,
+    # every byte delivered, flow-level ECMP.
+    "tensor_priority": Features(selective_drop=False, spraying=False, bounded_loss=False),
+    # DLCP with one technique off at a time (the ablation).
+    "dlcp_no_priority": Features(priority=False),
+    "dlcp_no_drop": Features(selective_drop=False),
+    "dlcp_no_spray": Features(spraying=False),
+    "dlcp_no_bound": Features(bounded_loss=False),
+}
+BASELINES = tuple(BASELINE_FEATURES)
 DISTRIBUTIONS = ("websearch", "datamining")
 
 
@@ -90,6 +126,11 @@ class SwitchSpec:
     congestion_action: Literal["drop", "trim"] = "drop"
     drop_thresholds: tuple[int, ...] = (32, 16, 8)
     """Queue occupancy (packets) above which drop classes 1, 2, 3 are dropped or trimmed."""
+    buffer_policy: Literal["push_out", "tail_drop"] = "push_out"
+    """DLCP ports when the buffer is full: push out the newest packet of the lowest class below
+    (the software switch's policy, docs/protocol.md) or drop the arriving packet."""
+    pfabric_buffer_packets: int = 0
+    """pfabric baseline's buffer per port; 0: two bandwidth-delay products of the longest path."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +164,8 @@ class Workload:
     servers: int = 1
     iterations: int = 1
     bucket_bytes: int = 0
+    max_buckets: int = 0
+    """ps / ring: only the first (front) buckets of the model, for small runs; 0: all of it."""
     gpu_tflops: float = 100.0
     batch: int = 32
     first_host: int = 0
@@ -134,6 +177,9 @@ class Scenario:
     seed: int = 1
     baseline: str = "dlcp"
     stop_s: float = 1.0
+    retransmissions: Literal["paced", "burst"] = "paced"
+    """DLCP senders: retransmissions paced at the sender's rate ahead of first passes, or sent at once
+    (as the host stack's receive thread does)."""
     routing: Literal["dlcp", "global"] = "dlcp"
     """dlcp: O(1) next hops with per-packet spraying; global: ns-3's own global routing (random ECMP)."""
     topology: TopologySpec = field(default_factory=TopologySpec)
@@ -141,6 +187,10 @@ class Scenario:
     tcp: TcpSpec = field(default_factory=TcpSpec)
     dlcp: DLCPConfig = field(default_factory=DLCPConfig)
     workload: tuple[Workload, ...] = ()
+
+    @property
+    def features(self) -> Features:
+        return BASELINE_FEATURES[self.baseline]
 
     def with_baseline(self, baseline: str) -> Scenario:
         return validate(dataclasses.replace(self, baseline=baseline))
@@ -250,6 +300,7 @@ def validate(s: Scenario) -> Scenario:
     sw = s.switch
     _positive("switch.buffer_packets", sw.buffer_packets)
     _positive("switch.ecn_threshold_packets", sw.ecn_threshold_packets, allow_zero=True)
+    _positive("switch.pfabric_buffer_packets", sw.pfabric_buffer_packets, allow_zero=True)
     if len(sw.drop_thresholds) > 3 or any(v < 0 for v in sw.drop_thresholds):
         raise ScenarioError(
             f"switch.drop_thresholds: up to 3 non-negative values (classes 1..3), got {sw.drop_thresholds}"
@@ -296,5 +347,6 @@ def _check_workload(w: Workload, path: str, hosts: int) -> None:
             _positive(f"{path}.servers", w.servers)
         _positive(f"{path}.iterations", w.iterations)
         _positive(f"{path}.bucket_bytes", w.bucket_bytes, allow_zero=True)
+        _positive(f"{path}.max_buckets", w.max_buckets, allow_zero=True)
         _positive(f"{path}.gpu_tflops", w.gpu_tflops)
         _positive(f"{path}.batch", w.batch)

@@ -14,7 +14,7 @@ import numpy as np
 from dlcp.policy import Policy
 from dlcp.protocol import MessageKind
 from dlcp.simulations import models
-from dlcp.simulations.scenario import Workload
+from dlcp.simulations.scenario import Features, Workload
 
 CDFS: dict[str, tuple[tuple[float, float], ...]] = {
     # (flow size in bytes, cumulative fraction)
@@ -109,25 +109,28 @@ def generate(
     workloads: tuple[Workload, ...],
     hosts: int,
     host_bps: float,
-    baseline: str,
+    features: Features,
     policy: Policy,
     seed: int,
 ) -> Traffic:
+    """The scenario's traffic as its baseline sends it (``features``: transport, priority, loss bound)."""
     rng = np.random.default_rng(seed)
     traffic = Traffic()
-    gradient_transport = DLCP if baseline == "dlcp" else TCP
+    f = features
+    gradient_transport = DLCP if f.dlcp_transport else TCP
+    background_transport = DLCP if f.srpt else TCP  # pFabric carries every flow
     for w in workloads:
         start = w.start_us * 1e-6
         if w.type in ("incast", "permutation"):
             kind = MessageKind[w.kind.upper()]
-            prio = int(policy.priority_of_layers(w.layer, w.num_layers))
+            prio = int(policy.priority_of_layers(w.layer, w.num_layers)) if f.priority else 0
             meta = dict(
                 transport=gradient_transport,
                 tag=w.tag or "gradient",
                 kind=int(kind),
                 layer=w.layer,
                 priority=prio,
-                loss_bound=policy.loss_bound(kind, w.layer),
+                loss_bound=policy.loss_bound(kind, w.layer) if f.bounded_loss else 0.0,
                 drop_fractions=drop_fractions(policy, kind),
             )
             for r in range(w.rounds):
@@ -153,10 +156,10 @@ def generate(
                     dst = int(rng.integers(hosts - 1))
                     dst += dst >= src
                     size = int(sample_sizes(w.distribution, 1, rng, w.max_flow_bytes)[0])
-                    traffic.messages.append(Message(src, dst, t, size, TCP, w.tag or "background"))
+                    traffic.messages.append(Message(src, dst, t, size, background_transport, w.tag or "background"))
                     t += rng.exponential(1 / rate)
         else:
-            traffic.jobs.append(_job(w, gradient_transport, policy, start))
+            traffic.jobs.append(_job(w, gradient_transport, policy, start, f))
     traffic.messages.sort(key=lambda m: m.start_s)
     return traffic
 
@@ -176,8 +179,10 @@ def buckets(model: str, bucket_bytes: int) -> list[tuple[int, float]]:
     return out
 
 
-def _job(w: Workload, transport: int, policy: Policy, start: float) -> Job:
+def _job(w: Workload, transport: int, policy: Policy, start: float, f: Features) -> Job:
     parts = buckets(w.model, w.bucket_bytes)
+    if w.max_buckets:
+        parts = parts[: w.max_buckets]
     n = len(parts)
     fwd = tuple(f * w.batch / (w.gpu_tflops * 1e12) for _, f in parts)
     ps = w.type == "ps"
@@ -193,9 +198,9 @@ def _job(w: Workload, transport: int, policy: Policy, start: float) -> Job:
         layer_bytes=tuple(b for b, _ in parts),
         forward_s=fwd,
         backward_s=tuple(2 * f for f in fwd),  # backward costs about twice the forward pass
-        priority=tuple(int(p) for p in policy.priority_of_layers(np.arange(n), n)),
-        push_bound=tuple(policy.loss_bound(first, i) for i in range(n)),
-        pull_bound=tuple(policy.loss_bound(second, i) for i in range(n)),
+        priority=tuple(int(p) if f.priority else 0 for p in policy.priority_of_layers(np.arange(n), n)),
+        push_bound=tuple(policy.loss_bound(first, i) if f.bounded_loss else 0.0 for i in range(n)),
+        pull_bound=tuple(policy.loss_bound(second, i) if f.bounded_loss else 0.0 for i in range(n)),
         push_drop_fractions=drop_fractions(policy, first),
         pull_drop_fractions=drop_fractions(policy, second),
         iterations=w.iterations,

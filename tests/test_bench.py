@@ -30,3 +30,36 @@ def test_a_bad_job_file_is_refused_before_any_worker_starts(tmp_path: Path, caps
     assert main(["bench", "allreduce", "--config", str(bad), "--json"]) == 2
     err = capsys.readouterr()
     assert "policy.reduce_scatter.loss_bound" in err.err and err.out == ""
+
+
+def test_cpu_seconds_counts_every_thread_of_the_process() -> None:
+    """The CPU a helper thread burns shows up though the caller only waits (a receive thread's, gloo's)."""
+    import threading
+    import time
+
+    from dlcp.host.bench import cpu_seconds
+
+    def burn() -> None:
+        end = time.thread_time() + 0.3
+        while time.thread_time() < end:
+            pass
+
+    before = cpu_seconds()
+    worker = threading.Thread(target=burn)
+    worker.start()
+    worker.join()
+    assert cpu_seconds() - before >= 0.25
+
+
+def test_cpu_per_gbyte_is_reported_for_both_systems_and_grows_with_the_work() -> None:
+    """Positive figures and their ratio; 16 times the bytes cost more CPU (beyond a fixed cost per call)."""
+    small, large = (
+        run(BenchConfig(workers=2, size=size, repeat=3, warmup=1, payload_bytes=8192)) for size in (1 << 19, 1 << 23)
+    )
+    for r in (small, large):
+        for name in ("dlcp", "gloo"):
+            assert r[name]["cpu_s_per_gbyte"] > 0 and r[name]["cpu_s_per_iteration_median"] > 0
+        ratio = r["dlcp"]["cpu_s_per_gbyte"] / r["gloo"]["cpu_s_per_gbyte"]
+        assert r["ratio_cpu_s_per_gbyte_vs_gloo"] == pytest.approx(ratio)
+    for name in ("dlcp", "gloo"):
+        assert large[name]["cpu_s_per_iteration_median"] > 1.5 * small[name]["cpu_s_per_iteration_median"], name

@@ -51,6 +51,39 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(dlcp.host.train, "spawn", trap("a training"))
     monkeypatch.setattr(dlcp.bench.core, "_best", trap("dlcp bench core's timing loop"))
     monkeypatch.setattr(dlcp.cli.demo_cmd, "_one_strategy", trap("dlcp demo --core's link"))
+    # The areas that landed later: simulations, the software switch, the controller, P4 tooling.
+    import dlcp.bench.switch
+    import dlcp.controller.apply
+    import dlcp.controller.counters
+    import dlcp.controller.reconcile
+    import dlcp.p4.build
+    import dlcp.p4.generated
+    import dlcp.simulations.bench
+    import dlcp.simulations.figures
+    import dlcp.simulations.runner
+    import dlcp.testbed.switch.dataplane
+    import dlcp.testbed.switch.p4runtime.shell
+    import dlcp.testbed.switch.stats
+
+    for module, name in [
+        (dlcp.simulations.runner, "run"),
+        (dlcp.simulations.runner, "sweep"),
+        (dlcp.simulations.bench, "bench"),
+        (dlcp.simulations.figures, "run"),
+        (dlcp.testbed.switch.dataplane.DataPlane, "from_config"),  # the switch checks its ports, then starts this
+        (dlcp.testbed.switch.stats.StatsServer, "start"),
+        (dlcp.testbed.switch.stats, "fetch"),
+        (dlcp.testbed.switch.stats, "watch"),
+        (dlcp.testbed.switch.p4runtime.shell, "open_shell"),
+        (dlcp.bench.switch, "run"),
+        (dlcp.controller.apply, "configure"),
+        (dlcp.controller.counters, "read"),
+        (dlcp.controller.reconcile, "run"),
+        (dlcp.p4.build, "build"),
+        (dlcp.p4.build, "build_v1model"),
+        (dlcp.p4.generated, "write"),
+    ]:
+        monkeypatch.setattr(module, name, trap(f"{module.__name__}.{name}"))
     return started
 
 
@@ -129,16 +162,104 @@ BAD: list[tuple[str, str]] = [
     ("demo --core --congestion-loss 0.01 1", "--congestion-loss"),
     ("demo --core --loss-bound 1.5", "--loss-bound"),
     ("demo --core --seed -1", "--seed"),
-    # other areas' flags, refused by argparse before their verbs run
+    # dlcp protocol
     ("protocol decode --port x 00", "--port"),
+    ("protocol decode --hex 00 --port 70000", "--port"),
+    ("protocol decode --hex 00 --port 0", "--port"),
+    ("protocol decode --hex zz", "--hex"),
+    ("protocol decode --hex 0", "--hex"),
+    ("protocol decode {tmp}/missing.pcap", "PCAP"),
+    ("protocol decode", "--hex"),
+    # dlcp p4
     ("p4 build --target tofino9", "--target"),
+    ("p4 build --out {file}/x", "--out"),
+    ("p4 gen-constants --root {tmp}", "--root"),
+    ("p4 vectors --dir {tmp}/missing", "--dir"),
+    ("p4 vectors -k nomatch", "-k"),
+    # dlcp sim
+    ("sim run {tmp}/missing.toml", "scenario file"),
+    ("sim run {scenario} --baseline foo", "--baseline"),
+    ("sim run {bad_scenario}", "baseline"),
+    ("sim bench --leaves 0", "--leaves"),
+    ("sim bench --hosts-per-leaf -1", "--hosts-per-leaf"),
+    ("sim bench --spines 0", "--spines"),
+    ("sim bench --kb 0", "--kb"),
+    ("sim bench --kb x", "--kb"),
+    ("sim figure nofig", "figure"),
+    ("sim figure incast_tail --parallel 0", "--parallel"),
+    ("sim figure incast_tail --scale huge", "--scale"),
+    # dlcp switch ("lo" exists on every Linux machine; nothing is attached to it)
+    ("switch run", "--port"),
+    ("switch run --port x=lo", "--port"),
+    ("switch run --port 1=dlcpnosuch0", "--port"),
+    ("switch run --port 1=lo --port 1=lo", "--port"),
+    ("switch run --port 1=lo --buffer 10", "--buffer"),
+    ("switch run --port 1=lo --buffer 2=1MiB", "--buffer"),
+    ("switch run --port 1=lo --rate 1=fast", "--rate"),
+    ("switch run --port 1=lo --rate 1=0bit", "--rate"),
+    ("switch run --port 1=lo --loss 1=2", "--loss"),
+    ("switch run --port 1=lo --loss 1=nan", "--loss"),
+    ("switch run --port 1=lo --loss 1:9=0.1", "--loss"),
+    ("switch run --port 1=lo --delay 1=-5ms", "--delay"),
+    ("switch run --port 1=lo --grpc nohost:99999", "--grpc"),
+    ("switch run --port 1=lo --device-id 0", "--device-id"),
+    ("switch run --config {tmp}/missing.toml", "--config"),
+    ("switch stats --watch 0", "--watch"),
+    ("switch stats --watch nan", "--watch"),
+    ("switch shell 127.0.0.1:0", "ADDR"),
+    ("switch shell 127.0.0.1:1 --device-id 0", "--device-id"),
+    ("switch shell 127.0.0.1:1 --election-id x", "--election-id"),
+    ("switch bench --sizes 10", "--sizes"),
+    ("switch bench --sizes 100000", "--sizes"),
+    ("switch bench --systems foo", "--systems"),
+    ("switch bench --modes foo", "--modes"),
+    ("switch bench --seconds 0", "--seconds"),
+    ("switch bench --seconds nan", "--seconds"),
+    ("switch bench --repeat 0", "--repeat"),
+    ("switch bench --ring-mib 0", "--ring-mib"),
+    # dlcp controller
+    ("controller apply {tmp}/missing.toml", "missing.toml"),
+    ("controller apply {bad_fabric}", "job[0].id"),
+    ("controller apply {star} --timeout 0", "--timeout"),
+    ("controller apply {star} --timeout nan", "--timeout"),
+    ("controller apply {star} --election-id 0", "--election-id"),
+    ("controller apply {star} --switch nosuch", "--switch"),
+    ("controller stats {star} --watch 0", "--watch"),
+    ("controller stats {star} --watch nan", "--watch"),
+    ("controller stats {star} --count -1", "--count"),
+    ("controller clear {star} --job 99", "--job"),
+    ("controller run {star} --interval nan", "--interval"),
+    ("controller run {star} --interval 0", "--interval"),
+    # dlcp demo: a flag of the other demo is refused, not ignored unchecked
+    ("demo --elems -1", "--elems"),
+    ("demo --layers 3", "--layers"),
+    ("demo --congestion-loss 0.01", "--congestion-loss"),
+    ("demo --core --inject-loss 5", "--inject-loss"),
+    ("demo --core --workers 0", "--workers"),
+    ("demo --core --out x", "--out"),
 ]
+
+# Lines whose error names the flag but not the value as the last word gives it.
+NAMED_ONLY = {
+    "protocol decode",
+    "switch run",
+    "sim run {bad_scenario}",
+    "controller apply {bad_fabric}",
+}
+
+ROOT = Path(__file__).resolve().parents[1]
 
 FILES = {
     "max_message": "[limits]\nmax_message_bytes = 1024\n",
     "max_job": "[limits]\nmax_message_bytes = 33554432\nmax_job_bytes = 40000000\n",
     "bound": "[policy.reduce_scatter]\nloss_bound = 3.5\n",
     "limits": "[limits]\nmax_message_bytes = -1\n",
+    "bad_scenario": 'baseline = "nope"\n' + (ROOT / "simulations/figures/incast_tail/small.toml").read_text(),
+    "bad_fabric": (ROOT / "docs/examples/star.toml").read_text().replace("\nid = 7\n", "\nid = 70000\n"),
+}
+PATHS = {
+    "star": ROOT / "docs/examples/star.toml",
+    "scenario": ROOT / "simulations/figures/incast_tail/small.toml",
 }
 
 
@@ -157,7 +278,7 @@ def test_bad_value_is_refused_before_work_starts(
 ) -> None:
     a_file = tmp_path / "a-file"
     a_file.write_text("")
-    subs = {"tmp": str(tmp_path), "file": str(a_file)}
+    subs = {"tmp": str(tmp_path), "file": str(a_file)} | {key: str(path) for key, path in PATHS.items()}
     subs |= {key: job_file(tmp_path, key, text) for key, text in FILES.items() if "{" + key + "}" in line}
     argv = [part.format(**subs) for part in line.split()]
     code, out, err = run_cli(argv, capsys)
@@ -165,7 +286,8 @@ def test_bad_value_is_refused_before_work_starts(
     assert code == 2, err
     assert "Traceback" not in err and "Traceback" not in out
     assert name in err, err
-    value = argv[-1] if not line.startswith(("bench allreduce --config", "demo --out")) else None
+    named_only = line in NAMED_ONLY or line.startswith(("bench allreduce --config", "demo --out"))
+    value = None if named_only else argv[-1]
     if value is not None and not err.startswith("usage"):  # the value itself is named as well
         assert value in err, err
 
@@ -234,3 +356,26 @@ def test_too_many_processes_for_the_memory_name_the_workers(
     code, _, err = run_cli("bench allreduce --workers 8 --size 4096".split(), capsys)
     assert (code, machine) == (2, [])
     assert err.startswith("dlcp: error: --workers: got 8, needs about") and "at most 6 fit" in err, err
+
+
+@pytest.mark.parametrize(
+    ("line", "names"),
+    [
+        ("sim bench --hosts-per-leaf 100000", "--hosts-per-leaf 100000"),
+        ("sim run {scenario}", "small.toml"),
+    ],
+)
+def test_a_simulation_the_memory_cannot_hold_is_refused_with_exit_2(
+    line: str, names: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The simulator refuses a run its memory estimate says will not fit: a bad value, not a traceback."""
+    from dlcp.simulations import runner
+
+    def refuse(table: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
+        raise runner.MemoryRefused(f"scenario {table['name']!r} needs about 5127053 MB by estimate, over the 16763 MB")
+
+    monkeypatch.setattr(runner, "run", refuse)
+    code, out, err = run_cli([part.format(**PATHS) for part in line.split()], capsys)
+    assert code == 2, err
+    assert "Traceback" not in err + out
+    assert names in err and "MB by estimate" in err, err

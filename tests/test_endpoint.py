@@ -205,6 +205,8 @@ def test_a_silent_peer_times_out_within_the_bound_and_is_named(probing: bool) ->
         assert isinstance(exc, PeerTimeoutError), exc
         assert exc.rank == 0 and "rank 0" in str(exc)
         silent = when - last_data
+        # The error reports the silence that timed it out (data), not the probes' liveness.
+        assert exc.waited_s >= timeout and f"silent for {exc.waited_s:.1f} s" in str(exc), str(exc)
         assert timeout <= silent < timeout + 1.0, f"raised {silent:.2f} s after the last data packet"
     finally:
         stop.set()
@@ -261,6 +263,12 @@ def test_packets_carry_the_tos_of_their_class_on_the_wire(fast_path: bool) -> No
         replies = {(h.type, h.msg_id): tos for h, tos in got}  # (the send above still probes meanwhile)
         assert replies[(PacketType.BITMAP, 9)] == replies[(PacketType.STOP, 2)] == CONTROL_TOS
         assert {tos for _, tos in got} == {CONTROL_TOS}
+        # A late PROBE of the completed message: its STOP (answered in C on the fast path) is marked too.
+        late = Header(PacketType.PROBE, kind=rspec.kind, job_id=1, src=0, token=TOKEN, msg_id=2,
+                      pkt_count=rspec.pkt_count, seq=2)  # fmt: skip
+        peer.sock.sendto(late.pack(), ep.address)
+        got = peer.receive()
+        assert [(h.type, tos) for h, tos in got if h.msg_id == 2] == [(PacketType.STOP, CONTROL_TOS)], got
     finally:
         ep.close()
         peer.close()
@@ -325,3 +333,24 @@ def test_a_wait_does_not_probe_a_send_still_in_its_first_pass() -> None:
         assert eps[0].send_stats.probes <= 3, "only the send's own probes, after its first pass"
     finally:
         _close(eps)
+
+
+@pytest.mark.fastpath
+def test_a_message_goes_out_in_as_few_send_calls_as_the_pacer_allows() -> None:
+    """At the full rate a 4 MB first pass is one C call; at a rate of 100 MB/s, calls of what the pacer allows."""
+    transport = TransportConfig(port=0, payload_bytes=8192, peer_timeout_s=5.0)
+    per_call_at_100mb = (1_000_000 + 99_000) // (HEADER_SIZE + 8192)  # packets: a burst and 1 ms, less 1%
+    for rate, calls in ((12.5e9, 1), (100e6, -(-512 // per_call_at_100mb))):
+        pacing = PacingConfig(max_rate=rate, min_rate=1e6, burst=1_000_000)
+        eps = local_endpoints(2, token=TOKEN, transport=transport, pacing=pacing)
+        try:
+            spec = MessageSpec(MessageKey(1, 0, 1, 0), MessageKind.ALL_GATHER, 1 << 20, 2048)
+            values = np.arange(spec.num_elems, dtype=np.float32)
+            got = np.zeros_like(values)
+            handle = eps[1].post_recv(spec, got)
+            eps[0].send(spec, values, 1, priority=3)
+            eps[1].wait(handle)
+            np.testing.assert_array_equal(got, values)
+            assert eps[0]._tx.calls == calls, (rate, eps[0]._tx.calls)  # type: ignore[attr-defined]
+        finally:
+            _close(eps)

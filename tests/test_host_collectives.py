@@ -389,3 +389,34 @@ def test_a_probe_in_the_batch_that_completed_its_message_gets_no_second_stop() -
     finally:
         ep.close()
         raw.close()
+
+
+@pytest.mark.parametrize("mode", ["ps", "ring"])
+def test_no_packet_is_drop_eligible_in_a_message_whose_bound_allows_no_packet(mode, monkeypatch) -> None:
+    """A 1% bound on a 25-packet message lets no packet go missing: every trim or drop of an eligible
+    packet would be retransmitted, so such a message goes out all protected (drop class 0); a message
+    large enough for its bound to cover packets keeps its drop classes."""
+    sent: list[tuple[MessageKind, int, np.ndarray | None]] = []
+    real = Endpoint.send_start
+
+    def spy(self, spec, values, dst, priority, drop_classes=None):
+        sent.append((spec.kind, spec.pkt_count, drop_classes))
+        return real(self, spec, values, dst, priority, drop_classes)
+
+    monkeypatch.setattr(Endpoint, "send_start", spy)
+    eps, colls = group(2)
+    per_packet = elems_per_packet(SMALL.payload_bytes, dtype_code(np.float32))
+    try:
+        for packets in (25, 2000):  # per rank: 1% of 25 packets < 1 packet; 1% of 1000-packet halves > 1 packet
+            sent.clear()
+            xs = inputs(2, packets * per_packet)
+            out = run_ranks(lambda r, xs=xs: colls[r].allreduce(xs[r].copy(), mode=mode), 2)
+            assert not any(isinstance(o, BaseException) for o in out), out
+            lossy = [(n, d) for kind, n, d in sent if kind in (MessageKind.PUSH, MessageKind.REDUCE_SCATTER)]
+            assert lossy
+            for n, drops in lossy:
+                may_lose = int(0.01 * n * per_packet) >= per_packet
+                eligible = drops is not None and bool(np.any(drops > 0))
+                assert eligible == may_lose, (packets, n, drops)
+    finally:
+        close(eps)

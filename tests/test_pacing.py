@@ -47,3 +47,21 @@ def test_aimd() -> None:
 def test_bad_config() -> None:
     with pytest.raises(ValueError, match="min_rate"):
         PacingConfig(max_rate=MB, min_rate=2 * MB)
+
+
+def test_a_call_of_call_bytes_from_a_full_bucket_does_not_sleep_and_shrinks_with_the_rate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import dlcp.host.pacing as pacing
+
+    slept: list[float] = []
+    monkeypatch.setattr(pacing.time, "sleep", slept.append)
+    pacer = AimdPacer(PacingConfig(max_rate=12_500 * MB, min_rate=MB, burst=MB))
+    full = pacer.call_bytes()
+    assert full > 10 * MB, "at the full rate a call carries a burst and about a millisecond's worth"
+    pacer.wait(full)
+    assert slept == [], "from a full bucket: no sleep"
+    pacer.wait(full)
+    assert len(slept) == 1 and slept[0] >= 0.001, "the next call pays the debt"
+    pacer.on_feedback(0.5)
+    assert MB < pacer.call_bytes() < full

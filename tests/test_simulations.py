@@ -109,7 +109,7 @@ def test_dlcp_tail_below_dctcp_on_small_incast() -> None:
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"baseline": "pfabric"}, "baseline"),
+        ({"baseline": "ecmp_only"}, "baseline"),
         ({"topology": {"host_gbps": -1.0}}, "topology.host_gbps"),
         ({"workload": [{"type": "ps", "model": "alexnet", "workers": 4}]}, "workload[0].model"),
         ({"workload": [{"type": "background", "load": -0.2, "duration_us": 10}]}, "workload[0].load"),
@@ -127,3 +127,18 @@ def test_memory_estimate_refuses_before_running() -> None:
     s = scenario.from_table(table(workload=[INCAST]))
     with pytest.raises(runner.MemoryRefused, match="MB by estimate"):
         runner.simulate(s, refuse_over_mb=10)
+
+
+def test_sweep_on_a_dask_cluster_matches_local_processes() -> None:
+    distributed = pytest.importorskip("distributed", reason="Dask's distributed (the sim extra) not installed")
+    tables = [table(workload=[INCAST]), table(seed=2, workload=[INCAST])]
+    local = runner.sweep(tables, parallel=2)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as c:
+        done: list[tuple[int, int]] = []
+        remote = runner.sweep(tables, address=c.scheduler_address, progress=lambda i, n: done.append((i, n)))
+    assert done[-1] == (2, 2)
+    for a, b in zip(local, remote, strict=True):
+        a.pop("perf")
+        b.pop("perf")
+    assert local == remote, "the same scenarios give the same runs on the cluster"
+    assert local[0]["flows"] != local[1]["flows"]

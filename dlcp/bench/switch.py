@@ -75,7 +75,8 @@ class BenchResult:
     frames: int
     seconds: float
     pps: float
-    gbps: float
+    gbit_per_s: float
+    """Ethernet frame bytes x 8 per second, in 10^9 bits."""
     offered_pps: float
     cpu_pps: float = 0.0
     """Frames per second of the data-plane thread's own CPU time (first frame taken to last sent): what
@@ -324,7 +325,7 @@ def ratios(results: list[BenchResult]) -> list[dict[str, Any]]:
     for (system, mode, size), r in sorted(by.items()):
         if system != "dlcp":
             continue
-        row: dict[str, Any] = {"mode": mode, "frame_bytes": size, "dlcp_pps": r.pps, "dlcp_gbps": r.gbps}
+        row: dict[str, Any] = {"mode": mode, "frame_bytes": size, "dlcp_pps": r.pps, "dlcp_gbit_per_s": r.gbit_per_s}
         plain = by.get(("plain", mode, size))
         if plain is not None and plain.pps > 0:
             row["vs_plain"] = r.pps / plain.pps

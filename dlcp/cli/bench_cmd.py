@@ -86,14 +86,17 @@ def _allreduce(args: argparse.Namespace) -> int:
         f"all-reduce {cfg.size / 1e6:.1f} MB, {cfg.workers} workers, mode {cfg.mode},"
         f" injected loss {cfg.inject_loss:.2%} ({cfg.loss_pattern}), {cfg.repeat} iterations\n"
     )
-    sys.stdout.write(f"{'':<15} {'median s':>10} {'p99 s':>10} {'GB/s':>8}\n")
+    sys.stdout.write(f"{'':<15} {'median s':>10} {'p99 s':>10} {'GB/s':>8} {'CPU s/GB':>9}\n")
     for name in ("gloo", "dlcp_lossless", "dlcp"):
         if name in r:
             v = r[name]
             label = {"dlcp_lossless": "dlcp (no loss)", "dlcp": "dlcp" + (" (loss)" if cfg.inject_loss else "")}.get(
                 name, name
             )
-            sys.stdout.write(f"{label:<15} {v['median_s']:>10.4f} {v['p99_s']:>10.4f} {v['gbytes_per_s']:>8.3f}\n")
+            sys.stdout.write(
+                f"{label:<15} {v['median_s']:>10.4f} {v['p99_s']:>10.4f} {v['gbytes_per_s']:>8.3f}"
+                f" {v['cpu_s_per_gbyte']:>9.3f}\n"
+            )
     d = r["dlcp"]
     sys.stdout.write(
         f"dlcp loss accepted {d['loss_fraction']:.3%}, retransmitted {d['retransmitted_packets']} packets,"
@@ -101,6 +104,9 @@ def _allreduce(args: argparse.Namespace) -> int:
     )
     if "ratio_gbytes_per_s_vs_gloo" in r:
         sys.stdout.write(f"ratio dlcp/gloo (GB/s): {r['ratio_gbytes_per_s_vs_gloo']:.2f}\n")
+        sys.stdout.write(
+            f"ratio dlcp/gloo (CPU s per GB all-reduced, summed over ranks): {r['ratio_cpu_s_per_gbyte_vs_gloo']:.2f}\n"
+        )
     if "ratio_p99_lossy_vs_lossless_median" in r:
         sys.stdout.write(
             f"ratio dlcp p99 under loss / lossless median: {r['ratio_p99_lossy_vs_lossless_median']:.2f}\n"

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dlcp import checks
+
 log = logging.getLogger(__name__)
 
 
@@ -159,8 +161,7 @@ def _print_reports(reports: list[Any], as_json: bool, changes: bool) -> int:
 def _stats(args: argparse.Namespace) -> int:
     from dlcp.controller import counters
 
-    if args.count < 0:
-        raise ValueError(f"--count: must be >= 0, got {args.count}")
+    checks.at_least("--count", args.count, 0)
     fab = _load(args)
     previous: Any = None
     then = 0.0

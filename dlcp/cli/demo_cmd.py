@@ -32,6 +32,34 @@ from dlcp.protocol import MessageKind
 log = logging.getLogger(__name__)
 
 
+class _Given(argparse.Action):
+    """Stores the value and records that the flag was given (``args.given``): a flag of the other mode is refused."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any, option: str | None = None
+    ) -> None:
+        setattr(ns, self.dest, values)
+        ns.given = ns.given | {self.option_strings[0]}
+
+
+_TRAINING_ONLY = ("--workers", "--model", "--epochs", "--samples", "--inject-loss", "--out")
+_CORE_ONLY = ("--layers", "--elems", "--congestion-loss")
+
+
+def _check_mode(args: argparse.Namespace) -> None:
+    """A flag that the chosen demo does not read is refused, not ignored (its value would never be checked)."""
+    unused, valid = (
+        (_CORE_ONLY, "applies only with --core")
+        if not args.core
+        else (_TRAINING_ONLY, "applies only without --core (the training demo)")
+    )
+    if args.core and args.testbed:
+        raise checks.BadValue("--testbed", True, "applies only without --core (the training demo)")
+    for flag in unused:
+        if flag in args.given:
+            raise checks.BadValue(flag, getattr(args, flag[2:].replace("-", "_")), valid)
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "demo",
@@ -39,24 +67,34 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--core", action="store_true", help="run the in-process core demo (no training)")
-    p.add_argument("--workers", type=int, default=2, help="training: worker processes")
-    p.add_argument("--model", choices=("mlp", "mlp-large"), default="mlp-large", help="training: model")
-    p.add_argument("--epochs", type=int, default=1, help="training: epochs")
-    p.add_argument("--samples", type=int, default=4096, help="training: training samples")
-    p.add_argument("--inject-loss", type=float, default=0.01, help="training: injected loss of the lossy run")
-    p.add_argument("--out", default="out/demo", help="training: folder for demo.json and iteration_times.png")
-    p.add_argument("--layers", type=int, default=8, help="core: layers of the synthetic model")
-    p.add_argument("--elems", type=int, default=400_000, help="gradient elements per layer")
     p.add_argument(
+        "--testbed",
+        action="store_true",
+        help="train on an emulated cluster (network namespaces, DLCP switches, incast; needs root): "
+        "gloo vs DLCP with the switch features off vs full DLCP, in PS and ring mode",
+    )
+    train = p.add_argument_group("training (without --core)")
+    train.add_argument("--workers", type=int, default=2, action=_Given, help="worker processes")
+    train.add_argument("--model", choices=("mlp", "mlp-large"), default="mlp-large", action=_Given, help="model")
+    train.add_argument("--epochs", type=int, default=1, action=_Given, help="epochs")
+    train.add_argument("--samples", type=int, default=4096, action=_Given, help="training samples")
+    train.add_argument("--inject-loss", type=float, default=0.01, action=_Given, help="injected loss of the lossy run")
+    train.add_argument("--out", default="out/demo", action=_Given, help="folder for demo.json and iteration_times.png")
+    core = p.add_argument_group("core (with --core)")
+    core.add_argument("--layers", type=int, default=8, action=_Given, help="layers of the synthetic model")
+    core.add_argument("--elems", type=int, default=400_000, action=_Given, help="gradient elements per layer")
+    core.add_argument(
         "--congestion-loss",
         type=float,
         nargs="+",
         default=[0.005, 0.01, 0.02],
+        action=_Given,
         help="fractions of packets the link sheds",
     )
     p.add_argument("--loss-bound", type=float, default=0.01, help="loss bound p of gradient pushes")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.set_defaults(given=frozenset())
     p.set_defaults(func=run)
 
 
@@ -126,6 +164,11 @@ def _check_core(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    _check_mode(args)
+    if args.testbed and not args.core:
+        from dlcp.cli.testbed_demo import run_testbed_demo
+
+        return run_testbed_demo(args)
     if not args.core:
         from dlcp.cli.train_demo import run_training_demo
 
@@ -149,7 +192,11 @@ def run(args: argparse.Namespace) -> int:
     ]
     conclusion = conclude(results, args.loss_bound)
     if args.json:
-        out = {"results": results, "conclusion": conclusion, "config": vars(args) | {"func": None}}
+        out = {
+            "results": results,
+            "conclusion": conclusion,
+            "config": vars(args) | {"func": None, "given": sorted(args.given)},
+        }
         sys.stdout.write(json.dumps(out) + "\n")
         return 0
     sys.stdout.write(

@@ -20,6 +20,7 @@ AREAS: tuple[str, ...] = (
     "dlcp.cli.sim_cmd",
     "dlcp.cli.switch_cmd",
     "dlcp.cli.controller_cmd",
+    "dlcp.cli.testbed_cmd",
 )
 
 

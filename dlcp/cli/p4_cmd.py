@@ -9,6 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from dlcp import checks
+
 log = logging.getLogger(__name__)
 
 
@@ -59,6 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def _gen_constants(args: argparse.Namespace) -> int:
     from dlcp.p4 import gen_constants
 
+    if not (args.root / "p4src").is_dir():
+        raise checks.BadValue("--root", str(args.root), "must be a DLCP checkout (it has no p4src/ folder)")
     return _sync(gen_constants.files(args.root), args.check)
 
 
@@ -66,6 +70,14 @@ def _gen_vectors(args: argparse.Namespace) -> int:
     from dlcp.p4 import vector_gen
 
     return _sync(vector_gen.files(args.dir), args.check)
+
+
+def _writable_folder(flag: str, path: Path) -> None:
+    """``path`` exists as a folder or can be created (bad otherwise: :class:`~dlcp.checks.BadValue`)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise checks.BadValue(flag, str(path), f"must be a folder that can be created ({exc.strerror})") from None
 
 
 def _sync(files: dict[Path, str], check: bool) -> int:
@@ -94,6 +106,7 @@ def _build(args: argparse.Namespace) -> int:
                 f"--strict: {'; '.join(missing)}. Install p4c (docs/switch.md, 'Getting p4c and BMv2') "
                 "or build without --strict, which skips what is missing"
             )
+    _writable_folder("--out", args.out)
     results = build.build(targets, args.out)
     if args.json:
         sys.stdout.write(json.dumps([r.as_dict() for r in results], indent=1) + "\n")
@@ -126,9 +139,11 @@ def _vectors(args: argparse.Namespace) -> int:
     from dlcp.p4 import vectors
     from dlcp.testbed.bmv2 import Bmv2Switch
 
+    if not args.dir.is_dir():
+        raise checks.BadValue("--dir", str(args.dir), "must be a folder of vector files")
     cases = [c for c in vectors.load_dir(args.dir) if args.select in c.name]
     if not cases:
-        raise ValueError(f"no vector cases in {args.dir} match {args.select!r}")
+        raise checks.BadValue("-k", args.select, f"must be part of a case name in {args.dir} (none matches)")
     with tempfile.TemporaryDirectory(prefix="dlcp-p4-") as tmp:
         ports = sorted(set().union(*(c.ports() for c in cases)))
         results = []

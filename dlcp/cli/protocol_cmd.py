@@ -70,8 +70,8 @@ def _pcap_path(source: str) -> Path:
             raise ValueError(
                 f"PCAP {_quote(source)} is not a file; to decode it as a hex datagram, use --hex"
             ) from None
-        raise ValueError(
-            f"PCAP {_quote(source)}: no such file (and not hex either; --hex takes a hex datagram)"
+        raise ValueError(  # the whole path: a long one is what the user needs to see to spot the typo
+            f"PCAP {source!r}: no such file (and not hex either; --hex takes a hex datagram)"
         ) from None
     if not stat.S_ISREG(st.st_mode):
         raise ValueError(f"PCAP {_quote(source)} is not a regular file")

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from dlcp import checks
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -16,7 +20,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     r = verbs.add_parser("run", help="run one scenario file", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     r.add_argument("scenario", type=Path, help="scenario TOML (docs/simulations.md)")
-    r.add_argument("--baseline", help="override the scenario's baseline (dlcp, dctcp, tcp)")
+    r.add_argument(
+        "--baseline",
+        help="override the scenario's baseline (dlcp, dctcp, tcp, pfabric, tensor_priority, dlcp_no_priority,"
+        " dlcp_no_drop, dlcp_no_spray, dlcp_no_bound; docs/simulations.md)",
+    )
     r.add_argument("--json", action="store_true", help="print the whole summary as JSON")
     r.set_defaults(func=_run)
 
@@ -35,7 +43,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     f = verbs.add_parser(
         "figure", help="simulate and plot one figure", formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
-    f.add_argument("name", help="figure name: a folder under simulations/figures/ (incast_tail, ps_iteration)")
+    f.add_argument(
+        "name",
+        help="figure name: a folder under simulations/figures/ (incast_tail, ps_iteration, ring_iteration, ablation,"
+        " loss_bound, scale)",
+    )
     f.add_argument("--scale", choices=("small", "paper"), default="small")
     f.add_argument("--plot-only", action="store_true", help="re-plot from the saved data, no simulation")
     f.add_argument("--out", type=Path, default=Path("out/figures"), help="where data and plots go")
@@ -48,6 +60,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _run(args: argparse.Namespace) -> int:
     from dlcp.simulations import runner, scenario
 
+    if args.baseline is not None:
+        checks.one_of("--baseline", args.baseline, scenario.BASELINES)
     try:
         table: dict[str, Any] = tomllib.loads(args.scenario.read_text())
     except FileNotFoundError:
@@ -61,7 +75,8 @@ def _run(args: argparse.Namespace) -> int:
     except scenario.ScenarioError as exc:
         raise scenario.ScenarioError(f"{args.scenario}: {exc}") from None
     print(f"simulating {table.get('name', args.scenario.stem)} ...", file=sys.stderr)
-    result = runner.run(table)
+    with _memory_refused(f"{args.scenario}"):
+        result = runner.run(table)
     if args.json:
         json.dump(result, sys.stdout, indent=1)
         print()
@@ -85,13 +100,25 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _memory_refused(what: str) -> Iterator[None]:
+    """A simulation the machine's memory cannot hold is a bad value (exit code 2), not a crash."""
+    from dlcp.simulations import runner
+
+    try:
+        yield
+    except runner.MemoryRefused as exc:
+        raise ValueError(f"{what}: {exc}") from None
+
+
 def _bench(args: argparse.Namespace) -> int:
     from dlcp.simulations import bench
 
     for name in ("leaves", "hosts_per_leaf", "spines", "kb"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    out = bench.bench(args.leaves, args.hosts_per_leaf, args.spines, args.kb)
+        checks.at_least(f"--{name.replace('_', '-')}", getattr(args, name), 1)
+    sizes = f"--leaves {args.leaves}, --hosts-per-leaf {args.hosts_per_leaf}, --spines {args.spines}, --kb {args.kb}"
+    with _memory_refused(sizes):
+        out = bench.bench(args.leaves, args.hosts_per_leaf, args.spines, args.kb)
     if args.json:
         json.dump(out, sys.stdout, indent=1)
         print()
@@ -112,25 +139,25 @@ def _figure(args: argparse.Namespace) -> int:
 
     if args.name not in figures.FIGURES:
         raise ValueError(f"unknown figure {args.name!r} (known: {', '.join(sorted(figures.FIGURES))})")
-    if args.parallel < 1:
-        raise ValueError(f"--parallel must be >= 1, got {args.parallel}")
+    checks.at_least("--parallel", args.parallel, 1)
     if args.plot_only:
         data = figures.load(args.name, args.scale, args.out)
     else:
-        data = figures.run(
-            args.name,
-            args.scale,
-            args.out,
-            parallel=args.parallel,
-            address=args.address,
-            progress=lambda done, total: print(f"  {done}/{total} runs done", file=sys.stderr),
-        )
+        with _memory_refused(f"{args.name} --scale {args.scale}"):
+            data = figures.run(
+                args.name,
+                args.scale,
+                args.out,
+                parallel=args.parallel,
+                address=args.address,
+                progress=lambda done, total: print(f"  {done}/{total} runs done", file=sys.stderr),
+            )
     png = figures.plot(data, args.out)
     if args.json:
         json.dump(data["rows"], sys.stdout, indent=1)
         print()
     else:
         for baseline, vals in data["rows"].items():
-            print(f"{baseline:<8} " + "  ".join(f"{k} {v:.1f}" for k, v in vals.items()))
+            print(f"{baseline:<24} " + "  ".join(f"{k} {v:.1f}" for k, v in vals.items()))
         print(f"plot: {png}")
     return 0

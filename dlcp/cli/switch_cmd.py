@@ -12,6 +12,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from dlcp import checks
+
 log = logging.getLogger(__name__)
 
 
@@ -209,7 +211,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from dlcp import checks
     from dlcp.testbed.switch import stats
 
     checks.in_range("--device-id", args.device_id, 1, (1 << 64) - 1)
@@ -277,11 +278,11 @@ def _bench(args: argparse.Namespace) -> int:
     )
     for r in sorted(results, key=lambda r: (r.mode, r.frame_bytes, r.system)):
         sys.stdout.write(
-            f"{r.system:7}{r.mode:8}{r.frame_bytes:6}{r.pps / 1e3:10.1f}{r.gbps:9.2f}{r.cpu_pps / 1e3:12.1f}"
+            f"{r.system:7}{r.mode:8}{r.frame_bytes:6}{r.pps / 1e3:10.1f}{r.gbit_per_s:9.2f}{r.cpu_pps / 1e3:12.1f}"
             f"{r.offered_pps / 1e3:13.1f}  {r.note}\n"
         )
     for row in rows:
-        parts = [f"{row['mode']:6} {row['frame_bytes']:5} B: dlcp {row['dlcp_gbps']:.2f} Gbit/s"]
+        parts = [f"{row['mode']:6} {row['frame_bytes']:5} B: dlcp {row['dlcp_gbit_per_s']:.2f} Gbit/s"]
         if "vs_plain" in row:
             parts.append(f"{100 * row['vs_plain']:.0f}% of plain")
         if "vs_plain_cpu" in row:

@@ -31,7 +31,10 @@ def _shell(args: argparse.Namespace) -> int:
     host, sep, port = args.address.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"ADDR {args.address!r}: expected HOST:PORT with a port in 1..65535")
-    if args.device_id < 1:
-        raise ValueError(f"--device-id {args.device_id}: must be >= 1")
-    election_id = shell.parse_election_id(args.election_id)
+    if not 1 <= args.device_id < 1 << 64:
+        raise ValueError(f"--device-id {args.device_id}: out of range 1..2**64-1 (P4Runtime device ids)")
+    try:
+        election_id = shell.parse_election_id(args.election_id)
+    except ValueError as exc:
+        raise ValueError(f"--election-id: {exc}") from None
     return shell.open_shell(args.address, args.device_id, election_id).returncode

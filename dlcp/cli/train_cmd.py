@@ -12,6 +12,14 @@ def megabytes(n: int | None) -> str:
     return "n/a" if n is None else f"{n / 1e6:.1f}"
 
 
+def _plain(value: object) -> object:
+    """numpy scalars and arrays as JSON numbers and arrays."""
+    tolist = getattr(value, "tolist", None)
+    if tolist is None:
+        raise TypeError(f"{type(value).__name__} is not JSON serializable")
+    return tolist()
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "train",
@@ -29,18 +37,32 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--inject-loss", type=float, default=0.0, help="fraction of data packets each receiver drops")
     p.add_argument("--samples", type=int, default=8192, help="training samples")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--eval-every", type=int, default=0, help="measure test accuracy every N iterations (0: at the end)")
+    p.add_argument(
+        "--node",
+        action="store_true",
+        help="run one rank of a multi-node job, as torchrun or dlcp testbed run start it: rank, world and "
+        "rendezvous from RANK, WORLD_SIZE, MASTER_ADDR/MASTER_PORT (or DLCP_STORE_*), the data address from "
+        "DLCP_HOST, the job's transport and policy from DLCP_CONFIG; prints the rank's result as JSON",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_train)
 
 
 def _train(args: argparse.Namespace) -> int:
-    from dlcp.host.train import TrainConfig, run
+    from dlcp.host.launch_env import LaunchEnv
+    from dlcp.host.train import TrainConfig, run, run_node
 
+    launch = LaunchEnv.from_environ() if args.node else None
     cfg = TrainConfig(
-        workers=args.workers, mode=args.mode, backend=args.backend, model=args.model, epochs=args.epochs,
+        workers=launch.world if launch else args.workers, eval_every=args.eval_every, mode=args.mode,
+        backend=args.backend, model=args.model, epochs=args.epochs,
         batch_size=args.batch_size, lr=args.lr, loss_bound=args.loss_bound, inject_loss=args.inject_loss,
         train_samples=args.samples, seed=args.seed,
     )  # fmt: skip
+    if launch is not None:
+        sys.stdout.write(json.dumps(run_node(cfg, launch), default=_plain) + "\n")
+        return 0
     r = run(cfg)
     if args.json:
         r = {k: v for k, v in r.items() if k != "iter_times_s"}

@@ -48,7 +48,8 @@ struct JobSpec
 
 struct SwitchTotals
 {
-    std::vector<uint64_t> forwarded, dropped, trimmed, overflow, marked; // per class, summed over switch ports
+    // per class, summed over switch ports; overflow: buffer full and nothing lower to push out
+    std::vector<uint64_t> forwarded, dropped, trimmed, overflow, pushed_out, marked;
     uint64_t qdisc_received = 0;  // packets entering any queue disc (hosts and switches)
     uint64_t qdisc_dropped = 0;   // dropped by any queue disc (selective, overflow, RED, ...)
     uint64_t qdisc_sent = 0;
@@ -71,6 +72,10 @@ class Simulation
     void SetMtu(uint32_t mtu);
     /** Switch ports: "dlcp", "fifo" or "red_ecn"; buffer in packets; ECN marking threshold (0: none). */
     void SetSwitchQueue(const std::string& kind, uint32_t limit_packets, uint32_t ecn_threshold);
+    /** DLCP queue discs: "push_out" (the software switch's policy, the default) or "tail_drop". */
+    void SetBufferPolicy(const std::string& policy);
+    /** DLCP routing: spray DLCP data packets per packet (true, the default) or hash flows only. */
+    void SetSpraying(bool spray);
     void SetHostQueueLimit(uint32_t limit_packets);
     /** "dlcp" (O(1) next hops, spraying) or "global" (ns-3's global routing, random ECMP). */
     void SetRouting(const std::string& kind);
@@ -119,6 +124,7 @@ class QueueDiscHarness
     void AddDlcpPort(uint16_t port);
     void AddClassRule(int32_t rule_priority, const std::vector<uint32_t>& value_mask, uint8_t action, uint32_t queue);
     void SetThreshold(uint32_t queue, uint32_t drop_class, uint8_t action, uint32_t threshold);
+    void SetBufferPolicy(const std::string& policy);
     /** Enqueue an IPv4 packet (header and payload, hex); returns the queue it went to, or -1 if dropped. */
     int32_t Enqueue(const std::string& ipv4_hex);
     /** Dequeue the next packet by strict priority: its IPv4 bytes (hex), or "" when empty. */
@@ -127,6 +133,10 @@ class QueueDiscHarness
     uint64_t Forwarded(uint32_t cls) const;
     uint64_t Dropped(uint32_t cls) const;
     uint64_t Trimmed(uint32_t cls) const;
+    uint64_t Overflow(uint32_t cls) const;
+    uint64_t PushedOut(uint32_t cls) const;
+    /** Packets queued in class `cls` now. */
+    uint32_t Depth(uint32_t cls) const;
 
   private:
     struct Impl;

@@ -17,6 +17,7 @@ using namespace ns3;
 
 NS_LOG_COMPONENT_DEFINE("DlcpQueueDisc");
 NS_OBJECT_ENSURE_REGISTERED(DlcpQueueDisc);
+NS_OBJECT_ENSURE_REGISTERED(ClassQueue);
 
 static constexpr const char* SELECTIVE_DROP = "DLCP selective drop";
 static constexpr const char* BUFFER_FULL = "Buffer full";
@@ -111,6 +112,57 @@ DlcpSwitchConfig::Classify(const Ipv4Header& ip, const uint8_t* l4, uint32_t l4l
 }
 
 TypeId
+ClassQueue::GetTypeId()
+{
+    static TypeId tid = TypeId("dlcpsim::ClassQueue")
+                            .SetParent<Queue<QueueDiscItem>>()
+                            .SetGroupName("TrafficControl")
+                            .AddConstructor<ClassQueue>()
+                            .AddAttribute("MaxSize",
+                                          "The max queue size",
+                                          QueueSizeValue(QueueSize("100p")),
+                                          MakeQueueSizeAccessor(&QueueBase::SetMaxSize, &QueueBase::GetMaxSize),
+                                          MakeQueueSizeChecker());
+    return tid;
+}
+
+bool
+ClassQueue::Enqueue(Ptr<QueueDiscItem> item)
+{
+    return DoEnqueue(GetContainer().end(), item);
+}
+
+Ptr<QueueDiscItem>
+ClassQueue::Dequeue()
+{
+    return DoDequeue(GetContainer().begin());
+}
+
+Ptr<QueueDiscItem>
+ClassQueue::Remove()
+{
+    return DoRemove(GetContainer().begin());
+}
+
+Ptr<const QueueDiscItem>
+ClassQueue::Peek() const
+{
+    return DoPeek(GetContainer().begin());
+}
+
+Ptr<QueueDiscItem>
+ClassQueue::RemoveNewest()
+{
+    if (IsEmpty())
+    {
+        return nullptr;
+    }
+    // DoRemove fires the Dequeue and Drop traces the queue disc listens to, so its packet
+    // counts and drop statistics stay exact (received = sent + dropped).
+    return DoRemove(std::prev(GetContainer().end()));
+}
+
+TypeId
 DlcpQueueDisc::GetTypeId()
 {
     static TypeId tid = TypeId("dlcpsim::DlcpQueueDisc")
@@ -133,8 +185,28 @@ DlcpQueueDisc::DlcpQueueDisc()
 DlcpQueueDisc::~DlcpQueueDisc() = default;
 
 bool
+DlcpQueueDisc::PushOut(uint32_t queue)
+{
+    for (uint32_t q = 0; q < queue; ++q)
+    {
+        Ptr<ClassQueue> victim = StaticCast<ClassQueue>(GetInternalQueue(q));
+        if (!victim->IsEmpty())
+        {
+            victim->RemoveNewest(); // never TRIM_QUEUE: no class is above it
+            m_counters.pushed_out[q]++;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool
 DlcpQueueDisc::Admit(Ptr<QueueDiscItem> item, uint32_t queue)
 {
+    bool push_out = m_config == nullptr || m_config->buffer_policy == BufferPolicy::PUSH_OUT;
+    while (push_out && GetCurrentSize().GetValue() + 1 > GetMaxSize().GetValue() && PushOut(queue))
+    {
+    }
     if (GetCurrentSize().GetValue() + 1 > GetMaxSize().GetValue())
     {
         m_counters.overflow[queue]++;
@@ -255,7 +327,7 @@ DlcpQueueDisc::CheckConfig()
         for (uint32_t q = 0; q < dlcp::NUM_PRIORITY_CLASSES; ++q)
         {
             // Each class queue may hold the whole shared buffer; the limit is enforced in Admit.
-            AddInternalQueue(CreateObjectWithAttributes<DropTailQueue<QueueDiscItem>>(
+            AddInternalQueue(CreateObjectWithAttributes<ClassQueue>(
                 "MaxSize",
                 QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, GetMaxSize().GetValue() + 1))));
         }

@@ -10,7 +10,15 @@
 //     packet that finds more than the (queue, drop class) threshold of packets
 //     in its queue is dropped, or cut to its headers and sent in TRIM_QUEUE.
 //   * Strict priority over the NUM_PRIORITY_CLASSES queues, a shared buffer of
-//     MaxSize packets (tail drop when full), and counters per class.
+//     MaxSize packets, and counters per class.
+//   * The buffer policy of DLCP's software switch (testbed/switch/egress.c;
+//     docs/protocol.md, "Switch buffer"): a packet that finds the buffer full
+//     pushes out the newest packet of the lowest non-empty class below its own
+//     (counted `pushed_out` for that class), as many times as it needs room; with
+//     no lower class queued it is dropped (`overflow`). So under overload a
+//     higher class keeps its share of the buffer as it keeps its share of the
+//     link, and control packets and retransmissions (class 7) are never lost to
+//     data. BufferPolicy "tail_drop" (a plain shared buffer) is kept for comparison.
 //   * Optional ECN marking (not in the P4 program; a commodity-switch feature):
 //     an ECN-capable packet finding EcnThreshold or more packets in its queue is
 //     marked CE, so DCTCP background traffic behaves as on a DCTCP fabric.
@@ -18,6 +26,7 @@
 
 #include "dlcp_constants.h"
 
+#include "ns3/queue.h"
 #include "ns3/ipv4-header.h"
 #include "ns3/queue-disc.h"
 
@@ -56,6 +65,12 @@ struct ClassRule
     uint32_t queue = 0;
 };
 
+enum class BufferPolicy : uint8_t
+{
+    PUSH_OUT = 0,
+    TAIL_DROP = 1,
+};
+
 struct Threshold
 {
     OnCongestion action = OnCongestion::ADMIT;
@@ -80,6 +95,7 @@ struct DlcpSwitchConfig
     std::vector<ClassRule> rules; // kept sorted by rule_priority, highest first
     std::array<std::array<Threshold, dlcp::NUM_DROP_CLASSES>, dlcp::NUM_PRIORITY_CLASSES> thresholds{};
     uint32_t ecn_threshold = 0; // 0: no ECN marking
+    BufferPolicy buffer_policy = BufferPolicy::PUSH_OUT;
 
     void AddRule(const ClassRule& rule);
     void SetThreshold(uint32_t queue, uint32_t drop_class, OnCongestion action, uint32_t threshold);
@@ -94,8 +110,22 @@ struct ClassCounters
     std::array<uint64_t, dlcp::NUM_PRIORITY_CLASSES> forwarded_bytes{};
     std::array<uint64_t, dlcp::NUM_PRIORITY_CLASSES> dropped{};  // selective drops
     std::array<uint64_t, dlcp::NUM_PRIORITY_CLASSES> trimmed{};
-    std::array<uint64_t, dlcp::NUM_PRIORITY_CLASSES> overflow{}; // buffer full
+    std::array<uint64_t, dlcp::NUM_PRIORITY_CLASSES> overflow{}; // buffer full, nothing lower to push out
+    std::array<uint64_t, dlcp::NUM_PRIORITY_CLASSES> pushed_out{}; // queued, then pushed out by a higher class
     std::array<uint64_t, dlcp::NUM_PRIORITY_CLASSES> marked{};   // ECN CE
+};
+
+/** A FIFO class queue (as DropTailQueue) that can also give up its newest packet (push-out). */
+class ClassQueue : public ns3::Queue<ns3::QueueDiscItem>
+{
+  public:
+    static ns3::TypeId GetTypeId();
+    bool Enqueue(ns3::Ptr<ns3::QueueDiscItem> item) override;
+    ns3::Ptr<ns3::QueueDiscItem> Dequeue() override;
+    ns3::Ptr<ns3::QueueDiscItem> Remove() override;
+    ns3::Ptr<const ns3::QueueDiscItem> Peek() const override;
+    /** Removes the newest packet; the queue disc counts it as dropped after dequeue. */
+    ns3::Ptr<ns3::QueueDiscItem> RemoveNewest();
 };
 
 class DlcpQueueDisc : public ns3::QueueDisc
@@ -134,6 +164,8 @@ class DlcpQueueDisc : public ns3::QueueDisc
     bool CheckConfig() override;
     void InitializeParams() override;
     bool Admit(ns3::Ptr<ns3::QueueDiscItem> item, uint32_t queue);
+    /** Push out the newest packet of the lowest non-empty class below `queue`; false if none. */
+    bool PushOut(uint32_t queue);
     ns3::Ptr<ns3::QueueDiscItem> Trim(ns3::Ptr<ns3::QueueDiscItem> item);
 
     const DlcpSwitchConfig* m_config = nullptr;

@@ -129,7 +129,7 @@ DlcpRouting::Pick(int32_t gid, const Ipv4Header& header, Ptr<const Packet> p)
             uint16_t dport = static_cast<uint16_t>(GetField(l4, 2, 2));
             const uint8_t* h = l4 + dlcp::UDP_HEADER_SIZE;
             bool dlcp_port = dport == dlcp::UDP_PORT || (m_book && m_book->dlcp_ports.count(dport) > 0);
-            if (dlcp_port && VersionOf(h) == dlcp::VERSION && PacketTypeOf(h) == dlcp::TYPE_DATA)
+            if (dlcp_port && (m_book == nullptr || m_book->spray) && VersionOf(h) == dlcp::VERSION && PacketTypeOf(h) == dlcp::TYPE_DATA)
             {
                 entropy ^= static_cast<uint64_t>(GetField(h, dlcp::OFF_SEQ, dlcp::SIZE_SEQ)) << 8;
             }

@@ -27,6 +27,7 @@ struct AddressBook
 {
     std::unordered_map<uint32_t, uint32_t> host_of_address;
     std::unordered_set<uint16_t> dlcp_ports;
+    bool spray = true; // DLCP data packets: per-packet spraying (false: per flow, the ablation)
 };
 
 class DlcpRouting : public ns3::Ipv4RoutingProtocol

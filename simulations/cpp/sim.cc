@@ -446,6 +446,32 @@ Simulation::SetSwitchQueue(const std::string& kind, uint32_t limit_packets, uint
     m_impl->switch_config.ecn_threshold = ecn_threshold;
 }
 
+static BufferPolicy
+ParseBufferPolicy(const std::string& policy)
+{
+    if (policy == "push_out")
+    {
+        return BufferPolicy::PUSH_OUT;
+    }
+    if (policy == "tail_drop")
+    {
+        return BufferPolicy::TAIL_DROP;
+    }
+    throw std::invalid_argument("buffer policy must be push_out or tail_drop, got " + policy);
+}
+
+void
+Simulation::SetBufferPolicy(const std::string& policy)
+{
+    m_impl->switch_config.buffer_policy = ParseBufferPolicy(policy);
+}
+
+void
+Simulation::SetSpraying(bool spray)
+{
+    m_impl->book.spray = spray;
+}
+
 void
 Simulation::SetHostQueueLimit(uint32_t limit_packets)
 {
@@ -651,8 +677,10 @@ Simulation::Switches() const
 {
     SwitchTotals t;
     size_t k = dlcp::NUM_PRIORITY_CLASSES;
-    t.forwarded.assign(k, 0), t.dropped.assign(k, 0), t.trimmed.assign(k, 0), t.overflow.assign(k, 0),
-        t.marked.assign(k, 0);
+    for (auto* v : {&t.forwarded, &t.dropped, &t.trimmed, &t.overflow, &t.pushed_out, &t.marked})
+    {
+        v->assign(k, 0);
+    }
     for (auto* list : {&m_impl->switch_qdiscs, &m_impl->host_qdiscs})
     {
         bool on_switch = list == &m_impl->switch_qdiscs;
@@ -676,6 +704,7 @@ Simulation::Switches() const
                     t.dropped[i] += c.dropped[i];
                     t.trimmed[i] += c.trimmed[i];
                     t.overflow[i] += c.overflow[i];
+                    t.pushed_out[i] += c.pushed_out[i];
                     t.marked[i] += c.marked[i];
                 }
             }
@@ -769,6 +798,12 @@ QueueDiscHarness::SetThreshold(uint32_t queue, uint32_t drop_class, uint8_t acti
     m_impl->config.SetThreshold(queue, drop_class, static_cast<OnCongestion>(action), threshold);
 }
 
+void
+QueueDiscHarness::SetBufferPolicy(const std::string& policy)
+{
+    m_impl->config.buffer_policy = ParseBufferPolicy(policy);
+}
+
 int32_t
 QueueDiscHarness::Enqueue(const std::string& ipv4_hex)
 {
@@ -819,6 +854,24 @@ uint64_t
 QueueDiscHarness::Trimmed(uint32_t cls) const
 {
     return m_impl->qd->Counters().trimmed.at(cls);
+}
+
+uint64_t
+QueueDiscHarness::Overflow(uint32_t cls) const
+{
+    return m_impl->qd->Counters().overflow.at(cls);
+}
+
+uint64_t
+QueueDiscHarness::PushedOut(uint32_t cls) const
+{
+    return m_impl->qd->Counters().pushed_out.at(cls);
+}
+
+uint32_t
+QueueDiscHarness::Depth(uint32_t cls) const
+{
+    return m_impl->qd->GetInternalQueue(cls)->GetNPackets();
 }
 
 } // namespace dlcpsim

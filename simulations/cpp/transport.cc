@@ -156,6 +156,10 @@ DlcpHost::Send(uint32_t record, uint32_t dst, const SendSpec& spec, std::functio
     FlowRecord& rec = (*m_records)[record];
     rec.packets = n;
     uint64_t key = Key(m_rank, spec.msg_id);
+    if (!m_params.srpt_thresholds.empty())
+    {
+        m->spec.priority = SrptClass(static_cast<uint64_t>(n) * m_params.payload_bytes); // shortest first here too
+    }
     m_firstPass[std::min<uint32_t>(spec.priority, dlcp::NUM_PRIORITY_CLASSES - 1)].push_back(key);
     m_tx[key] = std::move(m);
     Kick();
@@ -200,6 +204,32 @@ void
 DlcpHost::TxLoop()
 {
     m_txScheduled = false;
+    while (!m_retxFifo.empty())
+    {
+        auto it = m_tx.find(m_retxFifo.front());
+        if (it == m_tx.end() || it->second->stopped || it->second->retx.empty())
+        {
+            if (it != m_tx.end())
+            {
+                it->second->retx_queued = false;
+            }
+            m_retxFifo.pop_front();
+            continue;
+        }
+        TxMsg& m = *it->second;
+        uint32_t seq = m.retx.front();
+        m.retx.pop_front();
+        SendData(m, seq, true, static_cast<uint64_t>(m.retx.size() + 1) * m_params.payload_bytes);
+        if (m.retx.empty())
+        {
+            m_retxFifo.pop_front();
+            m.retx_queued = false;
+            m.rto = m_params.initial_rto;
+            Probe(m); // ask what is still missing once these had time to arrive
+        }
+        Kick();
+        return;
+    }
     for (uint32_t q = dlcp::NUM_PRIORITY_CLASSES; q-- > 0;)
     {
         auto& fifo = m_firstPass[q];
@@ -213,7 +243,7 @@ DlcpHost::TxLoop()
             }
             TxMsg& m = *it->second;
             uint32_t seq = m.next_seq++;
-            SendData(m, seq, false);
+            SendData(m, seq, false, static_cast<uint64_t>(m.spec.shape.PktCount() - seq) * m_params.payload_bytes);
             if (m.next_seq == m.spec.shape.PktCount())
             {
                 m.passed = true;
@@ -226,8 +256,19 @@ DlcpHost::TxLoop()
     }
 }
 
+uint8_t
+DlcpHost::SrptClass(uint64_t remaining) const
+{
+    uint32_t above = 0;
+    for (uint64_t t : m_params.srpt_thresholds)
+    {
+        above += remaining >= t ? 1 : 0;
+    }
+    return static_cast<uint8_t>(above >= m_params.top_data_class ? 0 : m_params.top_data_class - above);
+}
+
 void
-DlcpHost::SendData(TxMsg& m, uint32_t seq, bool retx)
+DlcpHost::SendData(TxMsg& m, uint32_t seq, bool retx, uint64_t remaining)
 {
     const MessageShape& s = m.spec.shape;
     uint32_t len = static_cast<uint32_t>(s.ElemsOf(seq) * m_params.elem_size);
@@ -244,7 +285,12 @@ DlcpHost::SendData(TxMsg& m, uint32_t seq, bool retx)
     }
     h.Set(dlcp::OFF_LENGTH, dlcp::SIZE_LENGTH, len);
     h.Set(dlcp::OFF_FLAGS, dlcp::SIZE_FLAGS, flags);
-    h.Set(dlcp::OFF_PRIORITY, dlcp::SIZE_PRIORITY, retx ? m.spec.control_priority : m.spec.priority);
+    uint8_t priority = retx ? m.spec.control_priority : m.spec.priority;
+    if (!m_params.srpt_thresholds.empty())
+    {
+        priority = SrptClass(remaining); // pFabric: retransmissions too, by what is left
+    }
+    h.Set(dlcp::OFF_PRIORITY, dlcp::SIZE_PRIORITY, priority);
     h.Set(dlcp::OFF_DROP_CLASS, dlcp::SIZE_DROP_CLASS, retx ? 0 : m.drop_class[seq]);
     h.Set(dlcp::OFF_SEQ, dlcp::SIZE_SEQ, seq);
     h.Set(dlcp::OFF_OFFSET, dlcp::SIZE_OFFSET, seq * s.elems_per_packet);
@@ -555,12 +601,33 @@ DlcpHost::OnReply(const uint8_t* h, Ptr<Packet> p)
             std::sort(missing.begin(), missing.end());
         }
     }
-    for (uint32_t seq2 : missing)
+    if (missing.empty())
     {
-        SendData(m, seq2, true);
+        m.rto = m_params.initial_rto;
+        Probe(m);
+        return;
     }
-    m.rto = m_params.initial_rto;
-    Probe(m); // ask what is still missing once these had time to arrive
+    if (!m_params.pace_retx)
+    {
+        uint64_t left = static_cast<uint64_t>(missing.size()) * m_params.payload_bytes;
+        for (uint32_t seq2 : missing)
+        {
+            SendData(m, seq2, true, left);
+            left -= m_params.payload_bytes;
+        }
+        m.rto = m_params.initial_rto;
+        Probe(m);
+        return;
+    }
+    // Paced by TxLoop; the probe timer waits until the last of them has gone (TxLoop probes then).
+    Simulator::Cancel(m.timer);
+    m.retx.assign(missing.begin(), missing.end());
+    if (!m.retx_queued)
+    {
+        m.retx_queued = true;
+        m_retxFifo.push_back(Key(m_rank, m.spec.msg_id));
+    }
+    Kick();
 }
 
 void

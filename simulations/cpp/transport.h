@@ -3,6 +3,9 @@
 // PROBE after it, BITMAP/STOP answers from the receiver, retransmissions of
 // what the bound does not allow at the top class with RETX, probes again on a
 // doubling timeout, and loss-based AIMD on each message's first-pass verdict.
+// Retransmissions are paced like first passes (at the host's current rate, ahead
+// of them), not sent as a burst: a burst of top-class packets from many senders
+// fills a switch buffer with packets nothing can push out.
 // Completion follows the core's rule (message_state.h).
 #pragma once
 
@@ -83,6 +86,8 @@ class DlcpHost : public ns3::Application
         double rto = 0;
         ns3::EventId timer;
         std::vector<std::pair<uint32_t, std::vector<uint8_t>>> pending; // BITMAP chunks
+        std::deque<uint32_t> retx; // packets to retransmit, paced by TxLoop
+        bool retx_queued = false;  // in m_retxFifo
         std::function<void()> on_acked;
     };
 
@@ -98,7 +103,7 @@ class DlcpHost : public ns3::Application
     void StopApplication() override;
     void TxLoop();
     void Kick();
-    void SendData(TxMsg& m, uint32_t seq, bool retx);
+    void SendData(TxMsg& m, uint32_t seq, bool retx, uint64_t remaining);
     void SendControl(const uint8_t* tmpl, uint8_t type, uint32_t dst, uint32_t seq, uint32_t offset,
                      uint8_t flags, const uint8_t* payload, uint32_t len);
     void Probe(TxMsg& m);
@@ -110,6 +115,8 @@ class DlcpHost : public ns3::Application
     void Complete(RxMsg& r, uint32_t probe_id);
     void SendBitmap(RxMsg& r, uint8_t type, uint32_t probe_id);
     void Feedback(double loss);
+    /** pFabric: the class of a packet of a message with `remaining` bytes left to send. */
+    uint8_t SrptClass(uint64_t remaining) const;
     void Charge(uint32_t wire_bytes);
 
     static uint64_t Key(uint32_t rank, uint32_t msg_id)
@@ -127,6 +134,7 @@ class DlcpHost : public ns3::Application
 
     std::unordered_map<uint64_t, std::unique_ptr<TxMsg>> m_tx;   // by (own rank, msg_id)
     std::array<std::deque<uint64_t>, dlcp::NUM_PRIORITY_CLASSES> m_firstPass; // FIFO per priority
+    std::deque<uint64_t> m_retxFifo; // messages with retransmissions to send, served before first passes
     std::unordered_map<uint64_t, std::unique_ptr<RxMsg>> m_rx;   // by (src rank, msg_id)
 
     double m_rate = 0;

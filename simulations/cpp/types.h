@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace dlcpsim
 {
@@ -59,6 +60,14 @@ struct TransportParams
     double initial_rto = 1e-3;
     double max_rto = 20e-3;
     uint32_t wire_overhead = 0; // bytes added below UDP per packet (IPv4 + link)
+    // pFabric-style priority (the pfabric baseline): when not empty, every data packet's class
+    // is the top data class minus the number of these thresholds (bytes, ascending) at or below
+    // the message's remaining bytes, so the shortest remaining message goes first (SRPT).
+    std::vector<uint64_t> srpt_thresholds;
+    uint8_t top_data_class = 6;
+    // Retransmissions paced like first passes (true), or sent at once as the host stack's
+    // receive thread does (false; charged to the pacer either way).
+    bool pace_retx = true;
 };
 
 } // namespace dlcpsim

@@ -33,14 +33,15 @@ def free_port() -> int:
     return int(port)
 
 
-def listening(port: int, timeout: float) -> bool:
+def listening(port: int, timeout: float, proc: subprocess.Popen[bytes]) -> bool:
+    """Whether ``port`` accepts a connection within ``timeout`` s (False at once if ``proc`` has exited)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return True
         except OSError:
-            if time.monotonic() > deadline:
+            if proc.poll() is not None or time.monotonic() > deadline:
                 return False
             time.sleep(0.2)
 
@@ -70,11 +71,11 @@ def bmv2(tmp_path: Path) -> Iterator[Bmv2]:
             "--grpc-server-addr", f"127.0.0.1:{grpc_port}", "--priority-queues", "8"]  # fmt: skip
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        if not listening(grpc_port, 30):
+        if not listening(grpc_port, 30, proc):
             proc.terminate()
             err = proc.communicate(timeout=10)[1]
             raise RuntimeError(f"{GRPC_SWITCH} did not start: {err!r}")
-        thrift = thrift_port if listening(thrift_port, 2) else None
+        thrift = thrift_port if listening(thrift_port, 2, proc) else None
         yield Bmv2(grpc_port, thrift, tmp_path / "v1model" / "dlcp.json")
     finally:
         proc.terminate()
@@ -106,9 +107,9 @@ def test_apply_reapply_and_stats_on_bmv2(bmv2: Bmv2) -> None:
     f = fabric_on(bmv2, thrift=False)
     (first,) = run(apply.configure(f, timeout=30))
     assert first.status == "ok", first.error
-    assert first.summary["inserted"] == 30
+    assert first.summary["inserted"] == 31
     (second,) = run(apply.configure(f, timeout=30))
-    assert second.summary == {"inserted": 0, "modified": 0, "deleted": 0, "unchanged": 30}
+    assert second.summary == {"inserted": 0, "modified": 0, "deleted": 0, "unchanged": 31}
     stats = run(counters.read(f, timeout=30))
     assert not stats.errors and stats.jobs[7]["delivered"]["packets"] == 0
 

@@ -34,12 +34,12 @@ def test_apply_json_twice_then_clear(switches: Switches, tmp_path: Path, capsys:
     rc, out, _ = dlcp(capsys, "apply", cfg, "--json")
     assert rc == 0
     (s1,) = json.loads(out)["switches"]
-    assert (s1["switch"], s1["status"], s1["inserted"]) == ("s1", "ok", 30)
+    assert (s1["switch"], s1["status"], s1["inserted"]) == ("s1", "ok", 31)
     rc, out, _ = dlcp(capsys, "apply", cfg)
     assert rc == 0
-    assert out.splitlines()[1].split() == ["s1", "ok", "0", "0", "0", "30"]
+    assert out.splitlines()[1].split() == ["s1", "ok", "0", "0", "0", "31"]
     rc, out, _ = dlcp(capsys, "clear", cfg, "--job", "7", "--json")
-    assert rc == 0 and json.loads(out)["switches"][0]["deleted"] == 22
+    assert rc == 0 and json.loads(out)["switches"][0]["deleted"] == 23
     rc, out, _ = dlcp(capsys, "apply", cfg, "--dry-run")
     assert rc == 0 and "(not written)" in out and "insert job 7 PULL priority 6 -> queue 6" in out
     assert "deleted" not in out.splitlines()[2]
@@ -115,9 +115,9 @@ def test_run_reports_and_stops_on_sigterm(switches: Switches, tmp_path: Path) ->
         line = proc.stdout.readline()
         event = json.loads(line)
         assert (event["switch"], event["event"]) == ("s1", "applied"), line
-        assert event["report"]["inserted"] == 30
+        assert event["report"]["inserted"] == 31
         deadline = time.monotonic() + 30
-        while sw.dp.writes < 30 and time.monotonic() < deadline:
+        while sw.dp.writes < 31 and time.monotonic() < deadline:
             time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
@@ -125,7 +125,7 @@ def test_run_reports_and_stops_on_sigterm(switches: Switches, tmp_path: Path) ->
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert sw.dp.writes == 30
+    assert sw.dp.writes == 31
 
 
 @pytest.mark.parametrize(
@@ -138,7 +138,7 @@ def test_run_reports_and_stops_on_sigterm(switches: Switches, tmp_path: Path) ->
         (["clear", "--election-id", "-3"], "--election-id: got -3"),
         (["stats", "--watch", "nan"], "--watch: got nan, must be a finite number"),
         (["stats", "--watch", "0"], "--watch: got 0, must be above 0"),
-        (["stats", "--count", "-1"], "--count: must be >= 0"),
+        (["stats", "--count", "-1"], "--count: got -1, must be at least 0"),
         (["run", "--interval", "nan"], "--interval: got nan, must be a finite number"),
         (["run", "--interval", "inf"], "--interval: got inf, must be a finite number"),
     ],

@@ -7,6 +7,7 @@ test_bmv2.py (skipped where BMv2 is not installed).
 
 from __future__ import annotations
 
+import socket
 import threading
 import tomllib
 from dataclasses import replace
@@ -47,7 +48,16 @@ def test_link_buffers_and_rates_become_bmv2_queue_settings() -> None:
         processor, listen, TTransport.TBufferedTransportFactory(), TBinaryProtocol.TBinaryProtocolFactory()
     )
     listen.listen = lambda: None  # already listening (port 0 picked above)
-    thread = threading.Thread(target=server.serve, daemon=True)
+    stopping = threading.Event()
+
+    def serve() -> None:
+        try:
+            server.serve()
+        except (OSError, AttributeError):  # the listening socket was shut down by the test
+            if not stopping.is_set():
+                raise
+
+    thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     try:
         doc = tomllib.loads(
@@ -68,7 +78,11 @@ def test_link_buffers_and_rates_become_bmv2_queue_settings() -> None:
         spec = replace(spec, thrift=f"127.0.0.1:{port}")
         lines = queues.configure_bmv2(f, spec, timeout=10)
     finally:
+        stopping.set()
+        listen.handle.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
         listen.close()
+        thread.join(timeout=5)
+    assert not thread.is_alive()
     depth = (1 << 20) // 1514
     assert handler.calls == [("depth", 1, depth), ("depth", 2, depth), ("rate", 2, 12_000_000 // (8 * 1514))]
     assert lines[1] == f"port 2: depth {depth} packets, rate {12_000_000 // (8 * 1514)} packets/s"

@@ -1,0 +1,357 @@
+"""``dlcp testbed``: an emulated cluster in network namespaces behind DLCP switches (docs/testbed.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    area = sub.add_parser(
+        "testbed",
+        help="an emulated cluster: hosts in network namespaces behind DLCP switches (needs root)",
+        description="Fabric files are the controller's (docs/controller.md) with a [testbed] table (docs/testbed.md).",
+    )
+    verbs = area.add_subparsers(dest="verb", metavar="VERB", required=True)
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+
+    def fabric_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument("fabric", metavar="FABRIC", help="fabric file (TOML)")
+        p.add_argument("--switch", choices=("dlcp", "bmv2"), help="switch kind (default: testbed.switch, else dlcp)")
+
+    up = verbs.add_parser("up", help="create the fabric and leave it running", formatter_class=fmt)
+    fabric_arg(up)
+    up.set_defaults(func=_up)
+
+    down = verbs.add_parser("down", help="remove a fabric (or what a killed run left of it)", formatter_class=fmt)
+    down.add_argument("fabric", metavar="FABRIC", help="fabric file or fabric name")
+    down.set_defaults(func=_down)
+
+    st = verbs.add_parser("status", help="fabrics that are up, their hosts and switches", formatter_class=fmt)
+    st.add_argument("--json", action="store_true", help="print JSON")
+    st.set_defaults(func=_status)
+
+    ex = verbs.add_parser(
+        "exec",
+        help="run a command on a host of a running fabric (a switch name: in the switches' namespace)",
+        formatter_class=fmt,
+    )
+    ex.add_argument("--fabric", help="fabric name (needed only when several fabrics are up)")
+    ex.add_argument("host", metavar="HOST")
+    ex.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
+    ex.set_defaults(func=_exec)
+
+    rn = verbs.add_parser(
+        "run",
+        help="run COMMAND on every host of a job (one node per host namespace) and gather the results",
+        description="Each process gets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (torchrun's PET_* too), "
+        "DLCP_HOST and DLCP_CONFIG (the job's host configuration); {rank}, {world}, {host}, {ip} and {master} in "
+        "COMMAND are replaced. The fabric is brought up first and taken down after unless it was up already.",
+        formatter_class=fmt,
+    )
+    fabric_arg(rn)
+    rn.add_argument("--job", type=int, help="job id (default: the fabric's first job)")
+    rn.add_argument("--out", default="out/testbed", help="results folder (a run gets a subfolder)")
+    rn.add_argument("--timeout", type=float, default=600.0, help="seconds the command may run")
+    rn.add_argument("--keep", action="store_true", help="leave the fabric up afterwards")
+    rn.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
+    rn.set_defaults(func=_run)
+
+    ap = verbs.add_parser("apply", help="(re)write the switches' tables from the fabric file", formatter_class=fmt)
+    fabric_arg(ap)
+    ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    ap.set_defaults(func=_apply)
+
+    tr = verbs.add_parser(
+        "traffic",
+        help="background TCP and UDP flows between the hosts of a running fabric, and incast toward the servers",
+        description="Defaults come from the fabric file's [testbed.traffic] table (docs/testbed.md).",
+        formatter_class=fmt,
+    )
+    tr.add_argument("fabric", metavar="FABRIC", help="fabric file (the fabric must be up)")
+    tr.add_argument("--load", type=float, help="offered load as a fraction of the slowest host link (0..1)")
+    tr.add_argument("--cdf", choices=("web-search", "data-mining"), help="flow-size distribution")
+    tr.add_argument("--incast", type=int, help="senders per incast burst toward the job's servers (0: none)")
+    tr.add_argument("--duration", type=float, help="seconds to run")
+    tr.add_argument("--flows", type=int, help="at most this many flows")
+    tr.add_argument("--udp-share", type=float, help="fraction of flows sent over UDP")
+    tr.add_argument("--seed", type=int, help="random seed")
+    tr.add_argument("--json", action="store_true", help="print the report as JSON")
+    tr.set_defaults(func=_traffic)
+
+    bb = verbs.add_parser(
+        "bench",
+        help="DLCP vs gloo on the testbed: PS under incast (with the switch features off too), and 1%% loss",
+        formatter_class=fmt,
+    )
+    bb.add_argument("--repeat", type=int, default=2, help="turns of every way in each scenario")
+    bb.add_argument("--scenario", action="append", choices=("incast", "loss"), help="only this one (repeatable)")
+    bb.add_argument("--samples", type=int, default=4096, help="training samples (one epoch)")
+    bb.add_argument("--out", default="out/testbed-bench", help="results folder (a run gets a subfolder)")
+    bb.add_argument("--json", action="store_true", help="print the report as JSON")
+    bb.set_defaults(func=_bench)
+
+    ss = verbs.add_parser("stats", help="every switch's counters", formatter_class=fmt)
+    ss.add_argument("fabric", metavar="FABRIC", help="fabric file or fabric name")
+    ss.add_argument("--json", action="store_true", help="print JSON")
+    ss.set_defaults(func=_stats)
+
+
+def _command(args: argparse.Namespace) -> list[str]:
+    cmd = list(args.command)
+    if cmd and cmd[0] != "--" and cmd[0].startswith("-"):
+        raise ValueError(
+            f"COMMAND: {cmd[0]} follows {args.verb}'s positional argument: give options first "
+            f"(dlcp testbed {args.verb} [OPTIONS] {'FABRIC' if args.verb == 'run' else 'HOST'} -- COMMAND...)"
+        )
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise ValueError("COMMAND: give the command after --, e.g. dlcp testbed exec h1 -- hostname")
+    return cmd
+
+
+def _spec(args: argparse.Namespace) -> Any:
+    from dlcp.testbed import spec
+
+    return spec.load(args.fabric, switch=getattr(args, "switch", None))
+
+
+def _store() -> Any:
+    from dlcp.testbed import layout
+    from dlcp.testbed.state import StateStore
+
+    return StateStore(layout.STATE_ROOT)
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(f"testbed: {text}\n")
+    sys.stderr.flush()
+
+
+def _up(args: argparse.Namespace) -> int:
+    from dlcp.testbed.lifecycle import AlreadyUp, Testbed
+
+    spec = _spec(args)
+    try:
+        state = Testbed(spec).up(progress=_say)
+    except AlreadyUp as exc:
+        sys.stderr.write(f"dlcp: {exc}\n")
+        return 1
+    hosts = ", ".join(f"{h} {v['ip']}" for h, v in state.hosts.items())
+    sys.stdout.write(
+        f"fabric {state.name} is up: {len(state.switches)} switches, {len(state.hosts)} hosts ({hosts})\n"
+        f"  dlcp testbed exec {next(iter(state.hosts))} -- COMMAND   |   dlcp testbed down {state.name}\n"
+    )
+    return 0
+
+
+def _fabric_name(text: str) -> str:
+    from dlcp.testbed import spec
+
+    p = Path(text)
+    if p.suffix == ".toml" or p.exists():
+        return str(spec.load(p).name)
+    if not spec.NAME_RE.match(text):
+        raise ValueError(f"FABRIC {text!r}: neither a fabric file nor a fabric name")
+    return text
+
+
+def _down(args: argparse.Namespace) -> int:
+    from dlcp.testbed.lifecycle import remove
+
+    name = _fabric_name(args.fabric)
+    gone = remove(name, _store())
+    if gone:
+        sys.stdout.write(f"fabric {name} removed: {len(gone.namespaces)} namespaces, {len(gone.processes)} processes\n")
+    else:
+        sys.stdout.write(f"fabric {name}: nothing of it was left\n")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from dlcp.testbed.lifecycle import is_up, our_namespaces
+
+    store = _store()
+    rows = []
+    for name in store.names():
+        st = store.load(name)
+        rows.append(
+            {
+                "fabric": name,
+                "up": is_up(st),
+                "ready": bool(st and st.ready),
+                "file": st.fabric_file if st else None,
+                "switches": {p.name: {"pid": p.pid, "alive": p.alive()} for p in st.processes if p.role == "switch"}
+                if st
+                else {},
+                "hosts": st.hosts if st else {},
+                "namespaces": our_namespaces(name),
+            }
+        )
+    if args.json:
+        sys.stdout.write(json.dumps({"fabrics": rows}, indent=1) + "\n")
+        return 0
+    if not rows:
+        sys.stdout.write("no fabric is up\n")
+    for r in rows:
+        alive = sum(s["alive"] for s in r["switches"].values())
+        state = "up" if r["up"] and r["ready"] else "stale (dlcp testbed down " + r["fabric"] + ")"
+        sys.stdout.write(f"{r['fabric']}: {state}; {alive}/{len(r['switches'])} switches running; {r['file']}\n")
+        for h, v in r["hosts"].items():
+            sys.stdout.write(f"  {h:10} {v['ip']:15} {v['mac']}  on {v['switch']} port {v['port']}\n")
+    return 0
+
+
+def _find_host(host: str, fabric: str | None) -> tuple[str, str]:
+    """(fabric, namespace) of a host or switch name among the fabrics that are up."""
+    from dlcp.testbed import layout
+
+    store = _store()
+    found = []
+    for name in [fabric] if fabric else store.names():
+        st = store.load(name)
+        if st is None:
+            continue
+        if host in st.hosts:
+            found.append((name, st.hosts[host]["namespace"]))
+        elif host in st.switches:
+            found.append((name, layout.switch_ns(name)))
+    if not found:
+        raise ValueError(f"HOST {host!r}: no such host or switch in {'fabric ' + fabric if fabric else 'any fabric'}")
+    if len(found) > 1:
+        raise ValueError(f"HOST {host!r}: in fabrics {', '.join(f for f, _ in found)}; choose one with --fabric")
+    return found[0]
+
+
+def _exec(args: argparse.Namespace) -> int:
+    from dlcp.testbed.lifecycle import host_popen, require_root
+
+    require_root()
+    cmd = _command(args)
+    fabric, ns = _find_host(args.host, args.fabric)
+    st = _store().load(fabric)
+    env = dict(os.environ, DLCP_TESTBED_FABRIC=fabric, DLCP_TESTBED_HOST=args.host)
+    if st is not None and args.host in st.hosts:
+        env["DLCP_HOST"] = st.hosts[args.host]["ip"]
+    try:
+        proc = host_popen(ns, cmd, env=env)
+    except FileNotFoundError:
+        raise ValueError(f"COMMAND: {cmd[0]!r} not found") from None
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        return proc.wait()
+
+
+def _apply(args: argparse.Namespace) -> int:
+    from dlcp.testbed import controlplane, layout
+    from dlcp.testbed.lifecycle import FabricNamespace, python_argv
+
+    spec = _spec(args)
+    if args.inside:
+        reports = controlplane.configure(spec)
+        sys.stdout.write(json.dumps(reports) + "\n")
+        return 0
+    argv = python_argv("testbed", "apply", "--inside", str(spec.path))
+    return FabricNamespace(layout.switch_ns(spec.name)).popen(argv).wait()
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from dlcp.testbed import counters
+
+    name = _fabric_name(args.fabric)
+    st = _store().load(name)
+    if st is None:
+        raise ValueError(f"FABRIC {args.fabric}: fabric {name} is not up")
+    doc = counters.fetch_all(st)
+    if args.json:
+        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+    else:
+        sys.stdout.write(counters.render(doc) + "\n")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from dlcp.testbed import jobs
+
+    cmd = _command(args)
+    spec = _spec(args)
+    if args.timeout <= 0:
+        raise ValueError(f"--timeout {args.timeout}: must be positive")
+    result = jobs.run_on_fabric(spec, cmd, job_id=args.job, out=Path(args.out), timeout_s=args.timeout,
+                                keep=args.keep, progress=_say)  # fmt: skip
+    sys.stdout.write(f"results: {result.folder}\n")
+    for r in result.ranks:
+        sys.stdout.write(f"  rank {r.rank} on {r.host} ({r.ip}): exit {r.returncode}, {r.seconds:.1f} s\n")
+    return 0 if result.ok else 1
+
+
+def _traffic(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from dlcp import checks
+    from dlcp.testbed import traffic
+    from dlcp.testbed.lifecycle import is_up, require_root
+
+    spec = _spec(args)
+    t = spec.settings.traffic
+    over: dict[str, Any] = {}
+    for flag, key, lo, hi in (
+        ("--load", "load", 0.0, 1.0), ("--incast", "incast", 0, 64), ("--duration", "duration_s", 0.1, 3600.0),
+        ("--flows", "flows", 1, 100_000), ("--udp-share", "udp_share", 0.0, 1.0), ("--seed", "seed", 0, 2**31 - 1),
+    ):  # fmt: skip
+        value = getattr(args, key if key != "duration_s" else "duration")
+        if value is not None:
+            checks.in_range(flag, value, lo, hi)
+            over[key] = value
+    if args.cdf is not None:
+        over["cdf"] = args.cdf
+    t = replace(t, **over)
+    require_root()
+    if not is_up(_store().load(spec.name)):
+        raise ValueError(f"FABRIC {args.fabric}: fabric {spec.name} is not up (dlcp testbed up {args.fabric})")
+    _say(f"{t.cdf} flows at load {t.load:g} of {traffic.bottleneck_bps(spec) / 1e6:g} Mbit/s, incast {t.incast}, "
+         f"{t.duration_s:g} s")  # fmt: skip
+    report = traffic.run(spec, t).as_dict()
+    if args.json:
+        sys.stdout.write(json.dumps(report) + "\n")
+    else:
+        sys.stdout.write("  ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in report.items()))
+        sys.stdout.write("\n")
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from dlcp import checks
+    from dlcp.bench import testbed as bench
+    from dlcp.host.train import TrainConfig, check
+    from dlcp.testbed.jobs import new_folder
+    from dlcp.testbed.lifecycle import require_root
+
+    checks.in_range("--repeat", args.repeat, 1, 20)
+    cfg = TrainConfig(workers=3, model="mlp", epochs=1, train_samples=args.samples, batch_size=32, eval_every=5)
+    check(cfg)
+    require_root()
+    folder = new_folder(Path(args.out), "bench")
+    _say(f"results folder: {folder}")
+    scenarios = tuple(args.scenario or bench.SCENARIOS)
+    report = bench.run(cfg, folder, repeat=args.repeat, scenarios=scenarios, progress=_say)
+    (folder / "bench.json").write_text(json.dumps(report, indent=1))
+    if args.json:
+        sys.stdout.write(json.dumps(report) + "\n")
+        return 0
+    sys.stdout.write(f"{'scenario':9}{'ratio':27}{'median':>9}{'range':>18}  goal\n")
+    for r in report["ratios"]:
+        spread = f"{r['min']:.3f}..{r['max']:.3f}"
+        sys.stdout.write(f"{r['scenario']:9}{r['name']:27}{r['median']:>9.3f}{spread:>18}  {r['goal']}\n")
+    sys.stdout.write(f"raw: {folder / 'bench.json'}\n")
+    return 0

@@ -1,0 +1,290 @@
+"""Background traffic between the hosts of a running fabric: datacenter flow sizes at a set load, and incast.
+
+Flows arrive as a Poisson process whose rate puts ``load`` times the bottleneck's
+rate (the slowest host link) on the fabric; each flow goes between two random
+hosts, over TCP or UDP (``udp_share``), with a size drawn from one of the
+standard flow-size distributions:
+
+* ``web-search``: DCTCP's web-search workload (Alizadeh et al., SIGCOMM 2010),
+  as tabulated by pFabric and HPCC;
+* ``data-mining``: VL2's data-mining workload (Greenberg et al., SIGCOMM 2009).
+
+Sizes are capped at :data:`MAX_FLOW_BYTES` (the testbed's links are emulated
+by one machine; the cap is reported). Incast: every :data:`INCAST_PERIOD_S`,
+``incast`` senders each send :data:`INCAST_BYTES` over UDP at once to one of the
+job's parameter servers, the pattern that fills a server's port.
+
+Everything runs in one process: sockets are opened inside the hosts'
+namespaces (they stay there) and driven by one asyncio loop. A run is bounded
+in time (``duration_s``) and in flows (``flows``); nothing is sent outside the
+fabric's namespaces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import signal
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dlcp.testbed import layout
+from dlcp.testbed.probe import inside
+from dlcp.testbed.spec import TestbedSpec, TrafficSettings
+
+log = logging.getLogger(__name__)
+
+# (size in bytes, cumulative probability)
+CDF_POINTS: dict[str, tuple[tuple[int, float], ...]] = {
+    "web-search": (
+        (0, 0.0), (10_000, 0.15), (20_000, 0.20), (30_000, 0.30), (50_000, 0.40), (80_000, 0.53),
+        (200_000, 0.60), (1_000_000, 0.70), (2_000_000, 0.80), (5_000_000, 0.90), (10_000_000, 0.97),
+        (30_000_000, 1.0),
+    ),
+    "data-mining": (
+        (0, 0.0), (180, 0.1), (216, 0.2), (560, 0.3), (900, 0.4), (1_100, 0.5), (1_870, 0.6), (3_160, 0.7),
+        (10_000, 0.8), (400_000, 0.9), (3_160_000, 0.95), (100_000_000, 0.98), (1_000_000_000, 1.0),
+    ),
+}  # fmt: skip
+MAX_FLOW_BYTES = 4_000_000
+TCP_PORT = 5201
+UDP_PORT = 5202
+UDP_PAYLOAD = 1400
+INCAST_PERIOD_S = 0.05
+INCAST_BYTES = 128_000
+UDP_FLOW_RATE_SHARE = 0.5
+"""A UDP flow is paced at this share of the bottleneck's rate."""
+
+
+class FlowSizes:
+    """Draws flow sizes from a piecewise-linear CDF, capped at :data:`MAX_FLOW_BYTES`."""
+
+    def __init__(self, name: str) -> None:
+        pts = CDF_POINTS[name]
+        self.sizes = np.array([s for s, _ in pts], dtype=float)
+        self.probs = np.array([p for _, p in pts])
+
+    def draw(self, rng: random.Random) -> int:
+        u = rng.random()
+        return int(min(max(1.0, float(np.interp(u, self.probs, self.sizes))), MAX_FLOW_BYTES))
+
+    def mean(self) -> float:
+        grid = np.linspace(0, 1, 20001)
+        return float(np.minimum(np.maximum(1.0, np.interp(grid, self.probs, self.sizes)), MAX_FLOW_BYTES).mean())
+
+
+@dataclass
+class TrafficReport:
+    flows_started: int = 0
+    flows_done: int = 0
+    bytes_sent: int = 0
+    incast_bursts: int = 0
+    incast_bytes: int = 0
+    errors: int = 0
+    fct_s: dict[str, list[float]] = field(default_factory=lambda: {"tcp": [], "udp": []})
+    sizes: dict[str, list[int]] = field(default_factory=lambda: {"tcp": [], "udp": []})
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            k: getattr(self, k)
+            for k in ("flows_started", "flows_done", "bytes_sent", "incast_bursts", "incast_bytes", "errors")
+        }
+        out["seconds"] = self.seconds
+        out["offered_gbit_s"] = (self.bytes_sent + self.incast_bytes) * 8 / max(self.seconds, 1e-9) / 1e9
+        for proto in ("tcp", "udp"):
+            f = self.fct_s[proto]
+            out[f"{proto}_flows"] = len(f)
+            if f:
+                out[f"{proto}_fct_p50_ms"] = float(np.percentile(f, 50) * 1e3)
+                out[f"{proto}_fct_p99_ms"] = float(np.percentile(f, 99) * 1e3)
+        return out
+
+
+def bottleneck_bps(spec: TestbedSpec) -> int:
+    """The slowest host link's rate (unshaped links count as 10 Gbit/s)."""
+    rates = []
+    for link in spec.fabric.links.values():
+        if any(p is None for _, p in link.ends):
+            rates.append(link.rate_bps or 10_000_000_000)
+    return min(rates) if rates else 10_000_000_000
+
+
+def incast_targets(spec: TestbedSpec) -> list[str]:
+    servers = [s for job in spec.fabric.jobs.values() for s in job.servers]
+    return servers or [next(iter(spec.fabric.hosts))]
+
+
+class Generator:
+    def __init__(self, spec: TestbedSpec, settings: TrafficSettings) -> None:
+        self.spec = spec
+        self.s = settings
+        self.rng = random.Random(settings.seed)
+        self.sizes = FlowSizes(settings.cdf)
+        self.hosts = list(spec.fabric.hosts)
+        if len(self.hosts) < 2:
+            raise ValueError("background traffic needs at least two hosts")
+        self.rate = bottleneck_bps(spec)
+        self.report = TrafficReport()
+        self._sinks: list[socket.socket] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.deadline = 0.0
+
+    def ns(self, host: str) -> str:
+        return layout.host_ns(self.spec.name, host)
+
+    def ip(self, host: str) -> str:
+        return self.spec.fabric.hosts[host].ip
+
+    def _socket(self, host: str, kind: socket.SocketKind) -> socket.socket:
+        with inside(self.ns(host)):
+            s = socket.socket(socket.AF_INET, kind)
+        s.setblocking(False)
+        return s
+
+    async def _serve_tcp(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            conn, _ = await loop.sock_accept(listener)
+            conn.setblocking(False)
+            self._spawn(self._drain_tcp(conn))
+
+    async def _drain_tcp(self, conn: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        with conn:
+            while await loop.sock_recv(conn, 1 << 16):
+                pass
+
+    def _start_sinks(self) -> None:
+        loop = asyncio.get_running_loop()
+        for h in self.hosts:
+            t = self._socket(h, socket.SOCK_STREAM)
+            t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            t.bind((self.ip(h), TCP_PORT))
+            t.listen(64)
+            u = self._socket(h, socket.SOCK_DGRAM)
+            u.bind((self.ip(h), UDP_PORT))
+            self._sinks += [t, u]
+            self._spawn(self._serve_tcp(t))
+            loop.add_reader(u.fileno(), self._drain_udp, u)
+
+    @staticmethod
+    def _drain_udp(u: socket.socket) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            for _ in range(256):
+                u.recv(65535)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _tcp_flow(self, src: str, dst: str, size: int) -> None:
+        loop = asyncio.get_running_loop()
+        s = self._socket(src, socket.SOCK_STREAM)
+        start = time.monotonic()
+        try:
+            with s:
+                await loop.sock_connect(s, (self.ip(dst), TCP_PORT))
+                chunk = bytes(min(size, 1 << 16))
+                left = size
+                while left > 0:
+                    n = min(left, len(chunk))
+                    await loop.sock_sendall(s, chunk[:n])
+                    left -= n
+                    self.report.bytes_sent += n
+            self.report.fct_s["tcp"].append(time.monotonic() - start)
+            self.report.sizes["tcp"].append(size)
+            self.report.flows_done += 1
+        except OSError:
+            self.report.errors += 1
+
+    async def _udp_flow(self, src: str, dst: str, size: int) -> None:
+        s = self._socket(src, socket.SOCK_DGRAM)
+        start = time.monotonic()
+        payload = bytes(UDP_PAYLOAD)
+        try:
+            with s:
+                sent = 0
+                while sent < size:
+                    with contextlib.suppress(BlockingIOError):
+                        s.sendto(payload, (self.ip(dst), UDP_PORT))
+                        sent += UDP_PAYLOAD
+                        self.report.bytes_sent += UDP_PAYLOAD
+                    due = start + sent * 8 / (self.rate * UDP_FLOW_RATE_SHARE)
+                    await asyncio.sleep(max(0.0, due - time.monotonic()) if sent % (16 * UDP_PAYLOAD) == 0 else 0)
+            self.report.fct_s["udp"].append(time.monotonic() - start)
+            self.report.sizes["udp"].append(size)
+            self.report.flows_done += 1
+        except OSError:
+            self.report.errors += 1
+
+    async def _incast(self) -> None:
+        targets = incast_targets(self.spec)
+        senders_pool = [h for h in self.hosts if h not in targets] or self.hosts
+        socks = {h: self._socket(h, socket.SOCK_DGRAM) for h in senders_pool}
+        payload = bytes(UDP_PAYLOAD)
+        try:
+            while time.monotonic() < self.deadline:
+                target = self.rng.choice(targets)
+                senders = [self.rng.choice(senders_pool) for _ in range(self.s.incast)]
+                for h in senders:
+                    for _ in range(INCAST_BYTES // UDP_PAYLOAD):
+                        with contextlib.suppress(BlockingIOError, OSError):
+                            socks[h].sendto(payload, (self.ip(target), UDP_PORT))
+                            self.report.incast_bytes += UDP_PAYLOAD
+                self.report.incast_bursts += 1
+                await asyncio.sleep(INCAST_PERIOD_S)
+        finally:
+            for s in socks.values():
+                s.close()
+
+    def stop(self) -> None:
+        """End the run now (SIGTERM does this too): the report still comes out."""
+        self.deadline = 0.0
+
+    async def run(self) -> TrafficReport:
+        start = time.monotonic()
+        self.deadline = start + self.s.duration_s
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGTERM, self.stop)
+        self._start_sinks()
+        if self.s.incast:
+            self._spawn(self._incast())
+        mean = self.sizes.mean()
+        flow_rate = self.s.load * self.rate / 8 / mean if self.s.load > 0 else 0.0
+        next_at = start
+        try:
+            while flow_rate and time.monotonic() < self.deadline and self.report.flows_started < self.s.flows:
+                next_at += self.rng.expovariate(flow_rate)
+                await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+                src, dst = self.rng.sample(self.hosts, 2)
+                size = self.sizes.draw(self.rng)
+                proto = self._udp_flow if self.rng.random() < self.s.udp_share else self._tcp_flow
+                self._spawn(proto(src, dst, size))
+                self.report.flows_started += 1
+            while time.monotonic() < self.deadline:
+                await asyncio.sleep(min(0.1, max(0.0, self.deadline - time.monotonic())))
+        finally:
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            loop = asyncio.get_running_loop()
+            for s in self._sinks:
+                with contextlib.suppress(ValueError, OSError):
+                    loop.remove_reader(s.fileno())
+                s.close()
+        self.report.seconds = time.monotonic() - start
+        return self.report
+
+
+def run(spec: TestbedSpec, settings: TrafficSettings) -> TrafficReport:
+    """Generate the traffic of ``settings`` on the running fabric ``spec`` until its duration or flow count."""
+    return asyncio.run(Generator(spec, settings).run())

@@ -1,0 +1,85 @@
+"""Fabric files are checked whole before anything is created; every error names its field."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from testbed_support import dlcp, namespaces_of, star, unique_name
+
+from dlcp.testbed import spec, tomlout
+from dlcp.testbed.layout import interface, plan
+
+
+def test_star_loads_with_allocated_addresses(tmp_path: Path) -> None:
+    s = spec.load(star(tmp_path, "good", hosts=4))
+    assert s.name == "good"
+    ips = [h.ip for h in s.fabric.hosts.values()]
+    assert len(set(ips)) == 4
+    (sw,) = plan(s)
+    assert [p.peer_host for p in sw.ports] == ["h1", "h2", "h3", "h4"]
+    assert sw.ports[0].interface == interface(1, 1) == "dlcp1p1"
+
+
+BAD = [
+    ('[[link]]\nname = "h1-s1"\nrate = "2tbit"\n', "link.h1-s1.rate"),
+    ('[[link]]\nname = "h1-s1"\nbuffer = "4KiB"\n', "link.h1-s1.buffer"),
+    ('[[link]]\nname = "h1-s1"\ndelay = "20s"\n', "link.h1-s1.delay"),
+    ('[[job]]\nid = 2\nmode = "ring"\nworkers = ["h1", "h9"]\n[job.transport]\nport = 19112\n', "job.2.workers"),
+    ('[[host]]\nname = "h2"\nip = "10.0.0.5"\n[[host]]\nname = "h3"\nip = "10.0.0.5"\n', "host.h3.ip"),
+    ('[[link]]\nname = "h7-s1"\n', "link[0].name"),
+]
+
+
+@pytest.mark.parametrize(("extra", "field"), BAD, ids=[f for _, f in BAD])
+def test_bad_fabric_names_the_field(tmp_path: Path, extra: str, field: str) -> None:
+    with pytest.raises(spec.SpecError, match=field.replace(".", r"\.").replace("[", r"\[")):
+        spec.load(star(tmp_path, "bad", extra=extra))
+
+
+def test_link_to_nowhere(tmp_path: Path) -> None:
+    path = tmp_path / "x.toml"
+    path.write_text(
+        '[[switch]]\nname = "s1"\nports = { 1 = "a", 2 = "b" }\n[[host]]\nname = "h1"\nswitch = "s1"\nport = 1\n'
+    )
+    with pytest.raises(spec.SpecError, match=r"link\.b: only one end"):
+        spec.load(path)
+
+
+def test_testbed_table_is_checked(tmp_path: Path) -> None:
+    path = star(tmp_path, "x")
+    path.write_text(path.read_text().replace('name = "x"', 'name = "x"\nswitch = "tofino"\ncolour = 1'))
+    with pytest.raises(spec.SpecError) as exc:
+        spec.load(path)
+    assert "testbed.switch" in str(exc.value) and "testbed.colour" in str(exc.value)
+
+
+def test_cli_refuses_before_creating_anything(tmp_path: Path) -> None:
+    name = unique_name("bad")
+    path = star(tmp_path, name, extra=BAD[0][0])
+    r = dlcp("testbed", "up", str(path))
+    assert r.returncode == 2, r.stderr
+    assert "link.h1-s1.rate" in r.stderr and "Traceback" not in r.stderr
+    assert namespaces_of(name) == []
+
+
+scalars = st.one_of(
+    st.integers(-(2**63), 2**63 - 1),
+    st.booleans(),
+    st.text(max_size=20),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
+keys = st.text(min_size=1, max_size=10)
+tables = st.recursive(
+    st.dictionaries(keys, st.one_of(scalars, st.lists(scalars, max_size=4)), max_size=4),
+    lambda inner: st.dictionaries(keys, st.one_of(inner, st.lists(inner, min_size=1, max_size=2)), max_size=3),
+    max_leaves=12,
+)
+
+
+@given(tables)
+def test_toml_writer_round_trips(doc: dict) -> None:
+    assert tomllib.loads(tomlout.dumps(doc)) == doc
