@@ -79,7 +79,9 @@ ADDRESSES: dict[str, Any] = {
     "grpc_port": 9559,
     "device_id": 1,
 }
-_TOP_KEYS = {"topology", "addresses", "defaults", "switch", "host", "link", "job"}
+# `testbed`: the emulation settings of dlcp.testbed (link impairments, traffic), which share the
+# fabric file; the controller has nothing to write for them and leaves them alone.
+_TOP_KEYS = {"topology", "addresses", "defaults", "switch", "host", "link", "job", "testbed"}
 _SWITCH_KEYS = {"name", "grpc", "device_id", "role", "target", "ports", "thrift", "p4blob", "mac"}
 _HOST_KEYS = {"name", "ip", "mac", "switch", "port"}
 _LINK_KEYS = {"name", "rate", "buffer", "mtu", "delay", "loss"}

@@ -218,3 +218,14 @@ def test_a_value_of_any_type_anywhere_gives_a_named_error_never_a_traceback(text
             raise AssertionError(f"{path} = {value!r}: {exc!r}") from exc
         tried += 1
     assert tried > 150  # every value of TOML: its tables and arrays too
+
+
+def test_a_testbed_fabric_file_is_a_controller_configuration() -> None:
+    """The testbed's fabric files carry a [testbed] table; `dlcp controller` reads the same files."""
+    examples = Path(__file__).resolve().parents[2] / "docs" / "examples" / "testbed"
+    files = sorted(examples.glob("*.toml"))
+    assert files
+    for path in files:
+        assert "[testbed]" in path.read_text()
+        f = fabric.load(path)
+        assert f.switches and f.jobs, path
