@@ -134,7 +134,7 @@ test-mxnet: venv-mxnet
 
 # p4runtime-shell pins protobuf<3.21 and IPython 7.31, which DLCP's own venv (finsy, protobuf 6)
 # cannot hold: it gets its own venv, .venv-p4rt-shell, with nothing else in it (not even dlcp).
-# `dlcp switch shell ADDR` runs it; tests/p4runtime/test_shell.py drives it against the software switch.
+# `dlcp switch shell ADDR` runs it; tests/p4rt/test_shell.py drives it against the software switch.
 P4SH_PYTHON ?= python3.11
 P4SH_VENV   := .venv-p4rt-shell
 P4SH_PY     := $(P4SH_VENV)/bin/python

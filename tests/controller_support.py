@@ -17,7 +17,7 @@ from dlcp.protocol import MessageKind, PacketType
 from dlcp.testbed.switch.config import PortConfig
 from dlcp.testbed.switch.dataplane import DataPlane
 from dlcp.testbed.switch.entries import Op, TableEntry
-from dlcp.testbed.switch.p4runtime.server import P4RuntimeServer, start_server
+from dlcp.testbed.switch.p4rt.server import P4RuntimeServer, start_server
 from dlcp.wire import Header
 
 T = TypeVar("T")

@@ -62,7 +62,7 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     import dlcp.simulations.figures
     import dlcp.simulations.runner
     import dlcp.testbed.switch.dataplane
-    import dlcp.testbed.switch.p4runtime.shell
+    import dlcp.testbed.switch.p4rt.shell
     import dlcp.testbed.switch.stats
 
     for module, name in [
@@ -74,7 +74,7 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         (dlcp.testbed.switch.stats.StatsServer, "start"),
         (dlcp.testbed.switch.stats, "fetch"),
         (dlcp.testbed.switch.stats, "watch"),
-        (dlcp.testbed.switch.p4runtime.shell, "open_shell"),
+        (dlcp.testbed.switch.p4rt.shell, "open_shell"),
         (dlcp.bench.switch, "run"),
         (dlcp.controller.apply, "configure"),
         (dlcp.controller.counters, "read"),

@@ -26,7 +26,7 @@ def add_shell_verb(verbs: argparse._SubParsersAction) -> None:  # type: ignore[t
 
 
 def _shell(args: argparse.Namespace) -> int:
-    from dlcp.testbed.switch.p4runtime import shell
+    from dlcp.testbed.switch.p4rt import shell
 
     host, sep, port = args.address.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:

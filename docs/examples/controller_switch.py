@@ -19,7 +19,7 @@ from dlcp.controller.model import mac_text
 from dlcp.frames import build_udp_frame
 from dlcp.protocol import MessageKind, PacketType
 from dlcp.testbed.rig import VethSwitch
-from dlcp.testbed.switch.p4runtime.server import start_server
+from dlcp.testbed.switch.p4rt.server import start_server
 from dlcp.wire import Header
 
 done = threading.Event()

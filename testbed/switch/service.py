@@ -72,7 +72,7 @@ class SwitchService:
         return self
 
     def _start_grpc(self, address: str) -> _Server:
-        from dlcp.testbed.switch.p4runtime.server import start_server
+        from dlcp.testbed.switch.p4rt.server import start_server
 
         parse_address(address, "--grpc")
         assert self.dp is not None

@@ -13,7 +13,7 @@ from dlcp.controller.diff import canonical
 from dlcp.controller.model import mac_text
 from dlcp.p4.build import COMMITTED_P4INFO
 from dlcp.protocol import MessageKind, PacketType
-from dlcp.testbed.switch.p4runtime.server import P4RuntimeServicer
+from dlcp.testbed.switch.p4rt.server import P4RuntimeServicer
 
 
 def configure(fab, **kw):  # type: ignore[no-untyped-def]

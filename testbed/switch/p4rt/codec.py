@@ -17,8 +17,8 @@ from collections.abc import Iterable, Sequence
 from finsy.proto import p4i, p4r
 
 from dlcp.testbed.switch import entries
-from dlcp.testbed.switch.p4runtime import errors
-from dlcp.testbed.switch.p4runtime.schema import Schema, TableInfo
+from dlcp.testbed.switch.p4rt import errors
+from dlcp.testbed.switch.p4rt.schema import Schema, TableInfo
 
 MatchKind = entries.MatchKind
 

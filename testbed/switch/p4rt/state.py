@@ -23,9 +23,9 @@ from finsy.proto import p4r
 
 from dlcp.testbed.switch import entries
 from dlcp.testbed.switch.entries import Op
-from dlcp.testbed.switch.p4runtime import codec, errors
-from dlcp.testbed.switch.p4runtime.errors import P4RuntimeError
-from dlcp.testbed.switch.p4runtime.schema import ProfileInfo, Schema, TableInfo
+from dlcp.testbed.switch.p4rt import codec, errors
+from dlcp.testbed.switch.p4rt.errors import P4RuntimeError
+from dlcp.testbed.switch.p4rt.schema import ProfileInfo, Schema, TableInfo
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dlcp.testbed.switch.entries import MatchKind
-from dlcp.testbed.switch.p4runtime import codec, schema
-from dlcp.testbed.switch.p4runtime.errors import P4RuntimeError
+from dlcp.testbed.switch.p4rt import codec, schema
+from dlcp.testbed.switch.p4rt.errors import P4RuntimeError
 
 SCHEMA = schema.Schema(schema.dlcp_p4info())
 ROUTES = SCHEMA.tables[39645294]

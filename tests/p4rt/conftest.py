@@ -9,7 +9,7 @@ from finsy import P4Schema
 from p4rt_support import RawClient, RecordingBackend, Stream, dlcp_config
 
 from dlcp.p4.build import COMMITTED_P4INFO
-from dlcp.testbed.switch.p4runtime.server import P4RuntimeServer, start_server
+from dlcp.testbed.switch.p4rt.server import P4RuntimeServer, start_server
 
 
 @pytest.fixture

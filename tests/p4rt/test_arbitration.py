@@ -10,8 +10,8 @@ from finsy import P4Schema
 from finsy.proto import U128, p4r
 from p4rt_support import INSERT, RawClient, Stream, dlcp_config, route, update
 
-from dlcp.testbed.switch.p4runtime.arbitration import Arbiter
-from dlcp.testbed.switch.p4runtime.server import P4RuntimeServer
+from dlcp.testbed.switch.p4rt.arbitration import Arbiter
+from dlcp.testbed.switch.p4rt.server import P4RuntimeServer
 
 OK, NOT_FOUND, ALREADY_EXISTS = 0, 5, 6
 
@@ -158,7 +158,7 @@ def test_arbiter_bookkeeping() -> None:
 
 
 def test_too_many_streams(raw: RawClient, streams: list[Stream]) -> None:
-    from dlcp.testbed.switch.p4runtime.server import MAX_STREAMS
+    from dlcp.testbed.switch.p4rt.server import MAX_STREAMS
 
     for i in range(MAX_STREAMS):
         open_stream(raw, streams, i + 1).next_arbitration()

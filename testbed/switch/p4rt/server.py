@@ -28,10 +28,10 @@ from finsy.proto import p4i, p4r, p4r_grpc, rpc_code, rpc_status
 from google.protobuf import any_pb2
 
 from dlcp.testbed.switch.entries import TableBackend
-from dlcp.testbed.switch.p4runtime import errors, schema
-from dlcp.testbed.switch.p4runtime.arbitration import Arbiter, Notice, election_id_of
-from dlcp.testbed.switch.p4runtime.errors import P4RuntimeError
-from dlcp.testbed.switch.p4runtime.state import Journal, SwitchState
+from dlcp.testbed.switch.p4rt import errors, schema
+from dlcp.testbed.switch.p4rt.arbitration import Arbiter, Notice, election_id_of
+from dlcp.testbed.switch.p4rt.errors import P4RuntimeError
+from dlcp.testbed.switch.p4rt.state import Journal, SwitchState
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from dlcp.p4 import vectors
 from dlcp.p4.build import COMMITTED_P4INFO
 from dlcp.testbed.switch.config import PortConfig
 from dlcp.testbed.switch.dataplane import DataPlane
-from dlcp.testbed.switch.p4runtime.server import P4RuntimeServer, start_server
+from dlcp.testbed.switch.p4rt.server import P4RuntimeServer, start_server
 from dlcp.testbed.switch.vector_run import counter_deltas
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,8 +21,8 @@ from collections.abc import Hashable
 import grpc
 from finsy.proto import U128, p4r, rpc_code, rpc_status
 
-from dlcp.testbed.switch.p4runtime import errors
-from dlcp.testbed.switch.p4runtime.errors import P4RuntimeError
+from dlcp.testbed.switch.p4rt import errors
+from dlcp.testbed.switch.p4rt.errors import P4RuntimeError
 
 Notice = tuple[Hashable, p4r.StreamMessageResponse]
 """A message for one stream (identified by the server's stream object)."""

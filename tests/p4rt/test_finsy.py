@@ -10,7 +10,7 @@ import pytest
 from p4rt_support import MACS, RecordingBackend, member
 
 from dlcp.p4.build import COMMITTED_P4INFO
-from dlcp.testbed.switch.p4runtime.server import P4RuntimeServer
+from dlcp.testbed.switch.p4rt.server import P4RuntimeServer
 
 BLOB = b"dlcp-software-switch"
 

@@ -22,7 +22,7 @@ from p4rt_support import (
 )
 
 from dlcp.p4 import sizes
-from dlcp.testbed.switch.p4runtime.server import P4RUNTIME_API_VERSION
+from dlcp.testbed.switch.p4rt.server import P4RUNTIME_API_VERSION
 
 GET = p4r.GetForwardingPipelineConfigRequest
 SET = p4r.SetForwardingPipelineConfigRequest

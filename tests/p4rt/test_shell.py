@@ -12,8 +12,8 @@ from finsy.proto import p4r
 from p4rt_support import RawClient, RecordingBackend
 
 from dlcp.p4.build import COMMITTED_P4INFO
-from dlcp.testbed.switch.p4runtime import shell
-from dlcp.testbed.switch.p4runtime.server import P4RuntimeServer
+from dlcp.testbed.switch.p4rt import shell
+from dlcp.testbed.switch.p4rt.server import P4RuntimeServer
 
 pytestmark = pytest.mark.skipif(
     not shell.SHELL_PYTHON.exists(),

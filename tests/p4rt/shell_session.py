@@ -1,4 +1,4 @@
-"""A p4runtime-shell session, run by tests/p4runtime/test_shell.py in .venv-p4rt-shell (not by pytest).
+"""A p4runtime-shell session, run by tests/p4rt/test_shell.py in .venv-p4rt-shell (not by pytest).
 
 argv: ADDR P4INFO DEVICE_CONFIG. Prints one JSON line per step; after inserting
 the route it waits for a line on stdin, so the test can look at the switch.
