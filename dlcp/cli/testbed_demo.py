@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dlcp.cli.plotting import pyplot
+
 log = logging.getLogger(__name__)
 
 
@@ -67,13 +69,8 @@ def table(rows: list[dict[str, Any]], target: float) -> str:
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log.warning("matplotlib is not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return None
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
     for r in rows:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dlcp import checks
+from dlcp.cli.plotting import pyplot
 from dlcp.cli.train_cmd import megabytes
 from dlcp.host.train import TrainConfig, check, run
 
@@ -79,13 +80,8 @@ def run_training_demo(args: argparse.Namespace) -> int:
 
 
 def _plot(results: list[dict[str, Any]], path: Path) -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log.warning("matplotlib is not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return None
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     for r in results:
