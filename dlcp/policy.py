@@ -20,6 +20,7 @@ from typing import Literal
 
 import numpy as np
 
+from dlcp.message import MessageSpec
 from dlcp.protocol import NUM_DROP_CLASSES, NUM_PRIORITY_CLASSES, MessageKind
 
 Statistic = Literal["mean_abs", "max_abs", "rms"]
@@ -162,6 +163,19 @@ class Policy:
         thresholds = np.quantile(stat, cuts)
         # searchsorted: number of cuts strictly above the statistic = drop class.
         return (len(cuts) - np.searchsorted(thresholds, stat, side="right")).astype(np.uint8)
+
+    def message_drop_classes(self, spec: MessageSpec, values: np.ndarray) -> np.ndarray | None:
+        """Per-packet drop classes of one message, or None when it may lose no packet at all.
+
+        A message whose loss bound is under one packet (``max_missing_elems <
+        elems_per_packet``: e.g. 1% of a 25-packet message) completes only whole,
+        so every drop-eligible packet a switch trims or drops must be sent again:
+        eligibility would only turn the switch's congestion control into
+        retransmission rounds. Such a message is sent with every packet protected.
+        """
+        if not np.asarray(values).size or spec.max_missing_elems < spec.elems_per_packet:
+            return None
+        return self.drop_classes(values, spec.elems_per_packet, spec.kind)
 
     def classify(
         self, values: np.ndarray, elems_per_packet: int, kind: MessageKind, layer: int, num_layers: int

@@ -112,21 +112,8 @@ class Collectives:
             self.policy.loss_bound(kind, layer),
         )
 
-    def _drop_classes(self, spec: MessageSpec, values: np.ndarray) -> np.ndarray | None:
-        """Per-packet drop classes of a message, or None when it may lose no packet at all.
-
-        A message whose loss bound is under one packet (``max_missing_elems <
-        elems_per_packet``: e.g. 1% of a 25-packet message) completes only whole,
-        so every drop-eligible packet a switch trims or drops must be sent again:
-        eligibility would only turn the switch's congestion control into
-        retransmission rounds. Such a message is sent with every packet protected.
-        """
-        if not values.size or spec.max_missing_elems < spec.elems_per_packet:
-            return None
-        return self.policy.drop_classes(values, spec.elems_per_packet, spec.kind)
-
     def _send(self, spec: MessageSpec, values: np.ndarray, dst: int, priority: int) -> None:
-        self.ep.send(spec, values, dst, priority, self._drop_classes(spec, values))
+        self.ep.send(spec, values, dst, priority, self.policy.message_drop_classes(spec, values))
 
     def _wait(self, handle: RecvHandle) -> None:
         msg = self.ep.wait(handle)
@@ -228,7 +215,7 @@ class Collectives:
         return x
 
     def _send_start(self, spec: MessageSpec, values: np.ndarray, dst: int, priority: int) -> Any:
-        return self.ep.send_start(spec, values, dst, priority, self._drop_classes(spec, values))
+        return self.ep.send_start(spec, values, dst, priority, self.policy.message_drop_classes(spec, values))
 
     # -- parameter server -------------------------------------------------------
     def allreduce_ps(
