@@ -4,17 +4,38 @@ The switches serve P4Runtime on the loopback of the fabric's switch namespace,
 so the controller runs there, as its own process (``dlcp testbed apply
 --inside``, started by :meth:`Testbed.apply`): every gRPC socket it opens is
 then in that namespace, whatever threads grpc starts.
+
+BMv2 (``--switch bmv2``): the controller pushes DLCP's program (the JSON ``up``
+compiled, :func:`dlcp.testbed.layout.bmv2_program`) with the P4Info, then the
+links' buffers and rates as queue depths and rates over the switch's Thrift
+server. A ``simple_switch_grpc`` built without Thrift (p4-toolchain.md's recipe)
+serves none: each switch's report then says, under ``queues_not_applied``, that
+its links' rates and buffers were not set.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import time
+from dataclasses import replace
 from typing import Any
 
+from dlcp.controller.model import Fabric
+from dlcp.testbed import layout
 from dlcp.testbed.spec import TestbedSpec
 
 log = logging.getLogger(__name__)
+
+THRIFT_WAIT_S = 3.0
+"""How long BMv2's Thrift servers get to open after the program is pushed (they open only then)."""
+
+
+def for_bmv2(fabric: Fabric, program: str) -> Fabric:
+    """The fabric with every switch a BMv2 running ``program`` (the file's targets are the software switch's)."""
+    switches = {n: replace(s, target="bmv2", p4blob=program, thrift=None) for n, s in fabric.switches.items()}
+    return replace(fabric, switches=switches)
 
 
 def configure(spec: TestbedSpec, timeout_s: float = 30.0) -> list[dict[str, Any]]:
@@ -22,8 +43,53 @@ def configure(spec: TestbedSpec, timeout_s: float = 30.0) -> list[dict[str, Any]
     from dlcp.controller import apply
 
     logging.getLogger("finsy").setLevel(logging.ERROR)  # it warns on every connect that there is no gNMI
-    reports = asyncio.run(apply.configure(spec.fabric, timeout=timeout_s))
+    fabric = spec.fabric
+    bmv2 = spec.settings.switch == "bmv2"
+    if bmv2:
+        fabric = for_bmv2(fabric, str(layout.bmv2_program(spec.name)))
+    reports = asyncio.run(apply.configure(fabric, timeout=timeout_s))
     bad = [r for r in reports if r.status != "ok"]
     if bad:
         raise RuntimeError("; ".join(f"switch {r.switch} ({r.address}): {r.status}: {r.error}" for r in bad))
-    return [r.as_dict() for r in reports]
+    out = [r.as_dict() for r in reports]
+    if bmv2:
+        for doc, (name, result) in zip(out, bmv2_queues(fabric, timeout_s).items(), strict=True):
+            assert doc["switch"] == name
+            doc.update(result)
+    return out
+
+
+def _listening(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=0.5).close()
+    except OSError:
+        return False
+    return True
+
+
+def bmv2_queues(fabric: Fabric, timeout_s: float) -> dict[str, dict[str, Any]]:
+    """Per switch (file order): ``{"queues": [...]}`` as set over Thrift, or ``{"queues_not_applied": why}``."""
+    from dlcp.controller import queues
+
+    thrift = {name: layout.bmv2_thrift(i) for i, name in enumerate(fabric.switches, 1)}
+    deadline = time.monotonic() + THRIFT_WAIT_S
+    up = {n for n, a in thrift.items() if _listening(a)}
+    while len(up) < len(thrift) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        up |= {n for n, a in thrift.items() if n not in up and _listening(a)}
+    out: dict[str, dict[str, Any]] = {}
+    for name, address in thrift.items():
+        if name not in up:
+            out[name] = {
+                "queues_not_applied": f"simple_switch_grpc serves no Thrift at {address} (built without Thrift), so "
+                "its links' rates and buffers are not set: BMv2's default queues (64 packets, no rate limit)"
+            }
+            continue
+        try:
+            lines = queues.configure_bmv2(fabric, replace(fabric.switches[name], thrift=address), timeout_s)
+        except queues.QueueError as exc:
+            out[name] = {"queues_not_applied": str(exc)}
+        else:
+            out[name] = {"queues": lines}
+    return out

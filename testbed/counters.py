@@ -18,6 +18,12 @@ def fetch_all(state: FabricState) -> dict[str, Any]:
     """Switch name -> its statistics document (or ``{"error": ...}`` where it cannot be read)."""
     out: dict[str, Any] = {}
     for name, info in state.switches.items():
+        if not info.get("stats"):
+            out[name] = {
+                "error": f"BMv2 serves no statistics socket; its P4 counters: dlcp testbed exec {name} -- "
+                f"dlcp controller stats {state.fabric_file}"
+            }
+            continue
         try:
             out[name] = stats.fetch(Path(info["stats"]))
         except (OSError, ValueError) as exc:

@@ -19,6 +19,8 @@ from dlcp.testbed.spec import TestbedSpec
 
 HOST_IF = f"{PREFIX}0"
 STATE_ROOT = Path("/run/dlcp/testbed")
+BMV2_THRIFT_BASE = 9089
+"""BMv2 switch i (1-based, in file order) is asked to serve Thrift on 9089 + i in the switch namespace."""
 
 
 def ns_prefix(fabric: str) -> str:
@@ -36,6 +38,16 @@ def host_ns(fabric: str, host: str) -> str:
 
 def state_dir(fabric: str, root: Path = STATE_ROOT) -> Path:
     return root / fabric
+
+
+def bmv2_program(fabric: str, root: Path = STATE_ROOT) -> Path:
+    """The BMv2 JSON that ``up --switch bmv2`` compiles (p4c-bm2-ss) and the controller pushes."""
+    return state_dir(fabric, root) / "p4" / "v1model" / "dlcp.json"
+
+
+def bmv2_thrift(index: int) -> str:
+    """``HOST:PORT`` of BMv2 switch ``index``'s Thrift server, on the switch namespace's loopback."""
+    return f"127.0.0.1:{BMV2_THRIFT_BASE + index}"
 
 
 def mac_text(mac: int) -> str:

@@ -23,6 +23,7 @@ Only objects named ``dlcp-<fabric>-`` are touched.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -38,7 +39,7 @@ from typing import Any
 
 from pyroute2 import netns
 
-from dlcp.p4 import tools
+from dlcp.p4 import build, tools
 from dlcp.testbed import layout
 from dlcp.testbed.netns import Namespace
 from dlcp.testbed.spec import TestbedSpec
@@ -53,8 +54,6 @@ APPLY_TIMEOUT_S = 120.0
 NUD_PERMANENT = 0x80
 RT_SCOPE_LINK = 253
 SIMPLE_SWITCH_GRPC = "simple_switch_grpc"
-BMV2_THRIFT_BASE = 9089
-"""BMv2 switch i (1-based, in file order) serves Thrift on 9089 + i in the switch namespace."""
 OFFLOADS_OFF = (
     "tx-checksum-ip-generic",
     "tx-checksum-ipv4",
@@ -84,9 +83,10 @@ class AlreadyUp(TestbedError):
 def require_root() -> None:
     if os.geteuid() != 0:
         raise PermissionError(
-            "the testbed needs root: it creates network namespaces, veth links and raw sockets "
-            "(CAP_NET_ADMIN and CAP_SYS_ADMIN in the initial user namespace, since the switches bind "
-            "AF_PACKET sockets and the namespaces are mounted under /run/netns); run it with sudo"
+            "the testbed needs root: it creates network namespaces (mounted under /run/netns), veth links and "
+            "raw sockets, and a fabric left up must outlive the command; run it with sudo. Without root, "
+            "`dlcp testbed run`, `dlcp testbed bench` and `dlcp demo --testbed` run in a user namespace of their "
+            "own where the kernel allows (docs/testbed.md); a fabric made so ends with the command"
         )
 
 
@@ -278,18 +278,27 @@ class Testbed:
             say(f"removed what a previous run of {self.name} left: {len(stale.namespaces)} namespaces, "
                 f"{len(stale.processes)} processes")  # fmt: skip
         if self.spec.settings.switch == "bmv2":
-            missing = tools.missing_reason(SIMPLE_SWITCH_GRPC)
+            missing = tools.missing_reason(SIMPLE_SWITCH_GRPC, tools.P4C_BM2_SS)
             if missing:
-                raise TestbedError(f"--switch bmv2: {missing}")
+                raise TestbedError(
+                    f"--switch bmv2 needs simple_switch_grpc, and p4c-bm2-ss to compile DLCP's program: {missing}"
+                )
         try:
             with signals_raise():
                 self.store.save(self.state)
+                if self.spec.settings.switch == "bmv2":
+                    say("compiling DLCP's v1model program for BMv2 (p4c-bm2-ss)")
+                    self._compile_bmv2()
                 say(f"creating {1 + len(self.spec.fabric.hosts)} namespaces and {len(self.spec.fabric.links)} links")
                 self._build_namespaces()
                 say(f"starting {len(self.spec.fabric.switches)} {self.spec.settings.switch} switches")
                 self._start_switches()
                 say("configuring the switches (controller)")
-                self.apply()
+                for report in self.apply():
+                    if "queues_not_applied" in report:
+                        note = f"switch {report['switch']}: queue settings NOT applied: {report['queues_not_applied']}"
+                        self.state.warnings.append(note)
+                        say(note)
                 self.state.ready = True
                 self.store.save(self.state)
         except BaseException:
@@ -298,6 +307,12 @@ class Testbed:
             raise
         self.release()
         return self.state
+
+    def _compile_bmv2(self) -> None:
+        program = layout.bmv2_program(self.name, self.store.root)
+        result = build.build_v1model(program.parent.parent)
+        if not result.ok:
+            raise TestbedError(f"--switch bmv2: DLCP's program did not compile: {result.skipped or result.output}")
 
     def _ns(self, name: str) -> FabricNamespace:
         if name not in self._namespaces:
@@ -331,7 +346,9 @@ class Testbed:
             self.state.switches[plan.name] = {
                 "index": plan.index, "device_id": plan.device_id, "grpc": plan.grpc,
                 "ports": {str(p.port): p.interface for p in plan.ports},
-                "stats": str(self._stats_path(plan.name, plan.device_id)), "log": str(self.dir / f"{plan.name}.log"),
+                "stats": str(self._stats_path(plan.name, plan.device_id)) if self.spec.settings.switch == "dlcp"
+                else None,
+                "log": str(self.dir / f"{plan.name}.log"),
             }  # fmt: skip
         self.store.save(self.state)
 
@@ -394,8 +411,9 @@ class Testbed:
             # Per switch: a Thrift port (they share the switch namespace) and a notifications socket (the default,
             # /tmp/bmv2-<device>-notifications.ipc, is one file for every BMv2 on the machine).
             notify = f"ipc://{self.dir / f'{plan.name}-notifications.ipc'}"
-            argv = [str(found), "--device-id", str(plan.device_id), "--no-p4", "--thrift-port",
-                    str(BMV2_THRIFT_BASE + plan.index), "--notifications-addr", notify]  # fmt: skip
+            thrift_port = layout.bmv2_thrift(plan.index).rpartition(":")[2]
+            argv = [str(found), "--device-id", str(plan.device_id), "--no-p4", "--thrift-port", thrift_port,
+                    "--notifications-addr", notify]  # fmt: skip
             for p in plan.ports:
                 argv += ["-i", f"{p.port}@{p.interface}"]
             return [*argv, "--", "--grpc-server-addr", plan.grpc, "--priority-queues", "8"]
@@ -418,29 +436,26 @@ class Testbed:
                 return False
         return True
 
-    def apply(self) -> None:
-        """The controller writes every switch's tables (``dlcp testbed apply`` inside the switch namespace)."""
+    def apply(self) -> list[dict[str, Any]]:
+        """The controller writes every switch's tables (``dlcp testbed apply`` inside the switch namespace).
+
+        Returns its report per switch (:func:`dlcp.testbed.controlplane.configure`)."""
         argv = python_argv("testbed", "apply", "--inside", str(self.spec.path))
         if self.spec.settings.switch != "dlcp":
             argv += ["--switch", self.spec.settings.switch]
-        # BMv2 opens its Thrift port (queue settings) only after the first apply has pushed the program: a second
-        # apply, which writes only what is missing, finishes the job.
-        attempts = 3 if self.spec.settings.switch == "bmv2" else 1
-        for attempt in range(1, attempts + 1):
-            proc = host_popen(layout.switch_ns(self.name), argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            try:
-                out, _ = proc.communicate(timeout=APPLY_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                raise TestbedError(f"the controller did not finish within {APPLY_TIMEOUT_S:.0f} s") from None
-            with open(self.dir / "controller.log", "ab") as f:
-                f.write(out)
-            if proc.returncode == 0:
-                return
-            if attempt < attempts:
-                time.sleep(2.0)
-        raise TestbedError(f"the controller could not configure the switches:\n{out.decode(errors='replace')}")
+        proc = host_popen(layout.switch_ns(self.name), argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            out, err = proc.communicate(timeout=APPLY_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise TestbedError(f"the controller did not finish within {APPLY_TIMEOUT_S:.0f} s") from None
+        with open(self.dir / "controller.log", "ab") as f:
+            f.write(out + err)
+        if proc.returncode != 0:
+            raise TestbedError(f"the controller could not configure the switches:\n{err.decode(errors='replace')}")
+        reports: list[dict[str, Any]] = json.loads(out.decode().strip().splitlines()[-1])
+        return reports
 
     def release(self) -> None:
         """Close this process's handles on the namespaces (they stay)."""

@@ -114,6 +114,8 @@ def from_dict(doc: dict[str, Any], path: Path, *, switch: SwitchKind | None = No
     except fabric_file.FabricError as exc:
         raise SpecError(errs + exc.errors, str(path)) from None
     errs += switch_limits(fab)
+    if settings.switch == "bmv2":
+        errs += bmv2_limits(fab)
     errs += [
         f"host.{h}.name: {h!r} must be 1-32 of A-Z, a-z, 0-9, _ and . (it names the host's namespace)"
         for h in fab.hosts
@@ -183,6 +185,17 @@ def switch_limits(fab: Fabric) -> list[str]:
     errs: list[str] = []
     for link in fab.links.values():
         errs += _link_limits(link)
+    return errs
+
+
+def bmv2_limits(fab: Fabric) -> list[str]:
+    """Link settings BMv2 cannot carry out at all: loss and delay (only DLCP's software switch has them)."""
+    errs = []
+    for link in fab.links.values():
+        if link.loss:
+            errs.append(f"link.{link.name}.loss: BMv2 cannot drop at random (only the dlcp switch carries out loss)")
+        if link.delay_ns:
+            errs.append(f"link.{link.name}.delay: BMv2 cannot delay a port (only the dlcp switch carries out delay)")
     return errs
 
 

@@ -57,7 +57,9 @@ class FabricState:
     hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Host name -> namespace, ip, mac, switch, port."""
     switches: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Switch name -> grpc, device_id, stats socket, log, ports."""
+    """Switch name -> grpc, device_id, stats socket (None for BMv2), log, ports."""
+    warnings: list[str] = field(default_factory=list)
+    """What the fabric file asks and the switches do not carry out (BMv2 without Thrift: queue settings)."""
 
     def live_switches(self) -> list[ProcessRecord]:
         return [p for p in self.processes if p.role == "switch" and p.alive()]

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from dlcp import __version__
+from dlcp.testbed import userns
 
 # Area modules, each with ``register(subparsers)``; later areas append here.
 AREAS: tuple[str, ...] = (
@@ -39,8 +40,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if userns.requested():  # re-executed without root (dlcp.testbed.userns): in there before any thread starts
+        try:
+            userns.enter()
+        except userns.Unavailable as exc:
+            sys.stderr.write(
+                f"dlcp: error: the testbed needs root, and cannot become root of a namespace here: {exc}\n"
+            )
+            return 2
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.raw_argv = list(argv) if argv is not None else sys.argv[1:]
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

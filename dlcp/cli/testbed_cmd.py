@@ -3,14 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+
+def _reported(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A fabric that cannot be built or a job that fails ends the command with its message, status 1."""
+
+    @functools.wraps(func)
+    def run(args: argparse.Namespace) -> int:
+        from dlcp.testbed.jobs import WorkerFailed
+        from dlcp.testbed.lifecycle import TestbedError
+
+        try:
+            return func(args)
+        except (TestbedError, WorkerFailed) as exc:
+            sys.stderr.write(f"dlcp: error: {exc}\n")
+            return 1
+
+    return run
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -28,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     up = verbs.add_parser("up", help="create the fabric and leave it running", formatter_class=fmt)
     fabric_arg(up)
-    up.set_defaults(func=_up)
+    up.set_defaults(func=_reported(_up))
 
     down = verbs.add_parser("down", help="remove a fabric (or what a killed run left of it)", formatter_class=fmt)
     down.add_argument("fabric", metavar="FABRIC", help="fabric file or fabric name")
@@ -62,12 +81,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     rn.add_argument("--timeout", type=float, default=600.0, help="seconds the command may run")
     rn.add_argument("--keep", action="store_true", help="leave the fabric up afterwards")
     rn.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
-    rn.set_defaults(func=_run)
+    rn.set_defaults(func=_reported(_run))
 
     ap = verbs.add_parser("apply", help="(re)write the switches' tables from the fabric file", formatter_class=fmt)
     fabric_arg(ap)
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
-    ap.set_defaults(func=_apply)
+    ap.set_defaults(func=_reported(_apply))
 
     tr = verbs.add_parser(
         "traffic",
@@ -96,7 +115,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     bb.add_argument("--samples", type=int, default=4096, help="training samples (one epoch)")
     bb.add_argument("--out", default="out/testbed-bench", help="results folder (a run gets a subfolder)")
     bb.add_argument("--json", action="store_true", help="print the report as JSON")
-    bb.set_defaults(func=_bench)
+    bb.set_defaults(func=_reported(_bench))
 
     ss = verbs.add_parser("stats", help="every switch's counters", formatter_class=fmt)
     ss.add_argument("fabric", metavar="FABRIC", help="fabric file or fabric name")
@@ -134,6 +153,22 @@ def _store() -> Any:
 def _say(text: str) -> None:
     sys.stderr.write(f"testbed: {text}\n")
     sys.stderr.flush()
+
+
+def _root_or_userns(args: argparse.Namespace) -> None:
+    """Without root: re-execute this command in a user and network namespace of its own, or say why it cannot."""
+    if os.geteuid() == 0:
+        return
+    from dlcp.testbed import userns
+
+    why = userns.why_not()
+    if why:
+        raise PermissionError(
+            f"the testbed needs root (network namespaces, veths, raw sockets), and without it cannot make a user "
+            f"namespace of its own here: {why}; run it with sudo"
+        )
+    _say("not root: running in a user and network namespace of its own (all of it ends with this command)")
+    userns.reexec(args.raw_argv)
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -193,6 +228,7 @@ def _status(args: argparse.Namespace) -> int:
                 if st
                 else {},
                 "hosts": st.hosts if st else {},
+                "warnings": st.warnings if st else [],
                 "namespaces": our_namespaces(name),
             }
         )
@@ -207,6 +243,8 @@ def _status(args: argparse.Namespace) -> int:
         sys.stdout.write(f"{r['fabric']}: {state}; {alive}/{len(r['switches'])} switches running; {r['file']}\n")
         for h, v in r["hosts"].items():
             sys.stdout.write(f"  {h:10} {v['ip']:15} {v['mac']}  on {v['switch']} port {v['port']}\n")
+        for w in r["warnings"]:
+            sys.stdout.write(f"  warning: {w}\n")
     return 0
 
 
@@ -287,6 +325,9 @@ def _run(args: argparse.Namespace) -> int:
     spec = _spec(args)
     if args.timeout <= 0:
         raise ValueError(f"--timeout {args.timeout}: must be positive")
+    if args.keep and os.geteuid() != 0:
+        raise PermissionError("--keep needs root: without it, the fabric lives in a namespace that ends with the run")
+    _root_or_userns(args)
     result = jobs.run_on_fabric(spec, cmd, job_id=args.job, out=Path(args.out), timeout_s=args.timeout,
                                 keep=args.keep, progress=_say)  # fmt: skip
     sys.stdout.write(f"results: {result.folder}\n")
@@ -340,6 +381,7 @@ def _bench(args: argparse.Namespace) -> int:
     checks.in_range("--repeat", args.repeat, 1, 20)
     cfg = TrainConfig(workers=3, model="mlp", epochs=1, train_samples=args.samples, batch_size=32, eval_every=5)
     check(cfg)
+    _root_or_userns(args)
     require_root()
     folder = new_folder(Path(args.out), "bench")
     _say(f"results folder: {folder}")

@@ -25,11 +25,15 @@ log = logging.getLogger(__name__)
 
 
 def namespaces_unavailable() -> str | None:
-    """Why this process cannot build a testbed, or None."""
-    if os.geteuid() != 0:
-        return "the testbed needs root (network namespaces, veths, raw sockets)"
+    """Why this process cannot build a testbed, even in a user namespace of its own (not root), or None."""
     if not Path("/proc/self/ns/net").exists():
         return "this kernel has no network namespaces"
+    if os.geteuid() != 0:
+        from dlcp.testbed import userns
+
+        why = userns.why_not()
+        if why:
+            return f"the testbed needs root, and without it cannot make a user namespace of its own here: {why}"
     return None
 
 
@@ -103,6 +107,11 @@ def run_testbed_demo(args: argparse.Namespace) -> int:
     if why:
         sys.stderr.write(f"demo: cannot build the testbed: {why}; running the loopback demo instead\n")
         return run_training_demo(args)
+    if os.geteuid() != 0:
+        from dlcp.testbed import userns
+
+        sys.stderr.write("demo: not root: running in a user and network namespace of its own\n")
+        userns.reexec(args.raw_argv)
     from dlcp.testbed.jobs import new_folder
     from dlcp.testbed.scenario import WAYS, Scenario, run_scenario
 
