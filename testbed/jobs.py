@@ -20,6 +20,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -38,6 +39,8 @@ from dlcp.testbed.tomlout import dumps as toml_dumps
 
 log = logging.getLogger(__name__)
 
+PLACEHOLDER = re.compile(r"\{(rank|world|host|ip|master)\}")
+"""What ``run`` replaces in COMMAND; other braces (a Python one-liner's dict) stay as they are."""
 MASTER_PORT = 29500
 """torch's rendezvous port on rank 0's host (DLCP's store takes the next one); namespaces keep it private."""
 
@@ -164,6 +167,11 @@ def _stop(procs: dict[int, subprocess.Popen[bytes]], grace_s: float = 5.0) -> No
             p.wait()
 
 
+def fill(arg: str, subs: dict[str, Any]) -> str:
+    """``arg`` with its ``{rank}``, ``{world}``, ``{host}``, ``{ip}`` and ``{master}`` replaced."""
+    return PLACEHOLDER.sub(lambda m: str(subs[m.group(1)]), arg)
+
+
 def new_folder(out: Path, label: str) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     folder = out / f"{label}-{stamp}"
@@ -198,7 +206,7 @@ def run_job(
     try:
         for r in ranks:
             subs = {"rank": r.rank, "world": len(hosts), "host": r.host, "ip": r.ip, "master": ranks[0].ip}
-            argv = [a.format(**subs) if "{" in a else a for a in command]
+            argv = [fill(a, subs) for a in command]
             env = rank_env(spec, hosts, r.rank, job_file)
             with open(folder / f"rank{r.rank}.out", "wb") as out, open(folder / f"rank{r.rank}.err", "wb") as err:
                 procs[r.rank] = tb.popen(

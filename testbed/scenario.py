@@ -1,6 +1,6 @@
 """Comparisons on one fabric: the same training job run several ways, each under the same background traffic.
 
-A :class:`Scenario` is a star with a bottleneck toward the parameter server and
+A :class:`Scenario` is a star (or a 2-leaf, 2-spine fabric) with a bottleneck toward the parameter server and
 one job per way of running (the fabric file's jobs: DLCP with the switch
 features on, and off, per mode), written as a fabric file into the results
 folder. :func:`run_scenario` brings it up once, and for each :class:`Way` starts
@@ -47,6 +47,11 @@ class Way:
     def job_id(self) -> int:
         return (FEATURES_ON if self.features else FEATURES_OFF)[self.mode]
 
+    @property
+    def key(self) -> str:
+        """Its short name (``dlcp demo --ways``): ``gloo``, ``ps``, ``ps-off``, ``ring``, ``ring-off``."""
+        return "gloo" if self.backend == "gloo" else f"{self.mode}{'' if self.features else '-off'}"
+
 
 WAYS = (
     Way("gloo/TCP", "gloo", "ring"),
@@ -57,11 +62,17 @@ WAYS = (
 )
 
 
+TOPOLOGIES = ("star", "leaf-spine")
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str = "demo"
     workers: int = 3
     """Training hosts h1..hN (h1 is the parameter server); one more host, h(N+1), only sends background traffic."""
+    topology: str = "star"
+    """``star``: one switch. ``leaf-spine``: 2 leaves and 2 spines, the hosts split over the leaves in order (h1
+    first), so the parameter server's traffic from the other leaf is sprayed over both spines."""
     host_rate: str = "1gbit"
     bottleneck_rate: str = "200mbit"
     bottleneck_buffer: str = "256KiB"
@@ -71,9 +82,25 @@ class Scenario:
     cdf: str = "web-search"
     seed: int = 0
 
+    @property
+    def bottleneck_link(self) -> str:
+        return "h1-s1" if self.topology == "star" else "h1-leaf1"
+
+    def topology_doc(self) -> dict[str, Any]:
+        link = {"rate": self.host_rate, "buffer": "1MiB", "mtu": 9000}
+        if self.topology == "star":
+            return {"kind": "star", "hosts": self.workers + 1, "host_link": link}
+        if self.topology == "leaf-spine":
+            per_leaf = -(-(self.workers + 1) // 2)
+            return {"kind": "leaf-spine", "leaves": 2, "spines": 2, "hosts_per_leaf": per_leaf, "host_link": link,
+                    "fabric_link": link}  # fmt: skip
+        raise ValueError(f"topology {self.topology!r}: must be one of {', '.join(TOPOLOGIES)}")
+
     def fabric_doc(self) -> dict[str, Any]:
         hosts = [f"h{i}" for i in range(1, self.workers + 1)]
-        bottleneck: dict[str, Any] = {"name": "h1-s1", "rate": self.bottleneck_rate, "buffer": self.bottleneck_buffer}
+        bottleneck: dict[str, Any] = {
+            "name": self.bottleneck_link, "rate": self.bottleneck_rate, "buffer": self.bottleneck_buffer,
+        }  # fmt: skip
         if self.bottleneck_loss:
             bottleneck["loss"] = self.bottleneck_loss
         jobs = []
@@ -91,10 +118,7 @@ class Scenario:
                 "name": self.name,
                 "traffic": {"load": self.traffic_load, "incast": self.incast, "cdf": self.cdf, "seed": self.seed},
             },
-            "topology": {
-                "kind": "star", "hosts": self.workers + 1,
-                "host_link": {"rate": self.host_rate, "buffer": "1MiB", "mtu": 9000},
-            },
+            "topology": self.topology_doc(),
             "link": [bottleneck],
             "job": jobs,
         }  # fmt: skip

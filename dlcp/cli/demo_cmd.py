@@ -44,6 +44,7 @@ class _Given(argparse.Action):
 
 _TRAINING_ONLY = ("--workers", "--model", "--epochs", "--samples", "--inject-loss", "--out")
 _CORE_ONLY = ("--layers", "--elems", "--congestion-loss")
+_TESTBED_ONLY = ("--fabric", "--ways")
 
 
 def _check_mode(args: argparse.Namespace) -> None:
@@ -55,6 +56,10 @@ def _check_mode(args: argparse.Namespace) -> None:
     )
     if args.core and args.testbed:
         raise checks.BadValue("--testbed", True, "applies only without --core (the training demo)")
+    if not args.testbed:
+        for flag in _TESTBED_ONLY:
+            if flag in args.given:
+                raise checks.BadValue(flag, getattr(args, flag[2:]), "applies only with --testbed")
     for flag in unused:
         if flag in args.given:
             raise checks.BadValue(flag, getattr(args, flag[2:].replace("-", "_")), valid)
@@ -80,6 +85,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     train.add_argument("--samples", type=int, default=4096, action=_Given, help="training samples")
     train.add_argument("--inject-loss", type=float, default=0.01, action=_Given, help="injected loss of the lossy run")
     train.add_argument("--out", default="out/demo", action=_Given, help="folder for demo.json and iteration_times.png")
+    tb = p.add_argument_group("testbed (with --testbed)")
+    tb.add_argument(
+        "--fabric", choices=("star", "leaf-spine"), default="star", action=_Given,
+        help="one switch, or 2 leaves and 2 spines (the PS on one leaf, traffic from the other sprayed over both)",
+    )  # fmt: skip
+    tb.add_argument(
+        "--ways", default="gloo,ps-off,ps,ring-off,ring", action=_Given,
+        help="which runs, in order (comma-separated): gloo (gloo/TCP), ps and ring (full DLCP), "
+        "ps-off and ring-off (DLCP with the switch features off)",
+    )  # fmt: skip
     core = p.add_argument_group("core (with --core)")
     core.add_argument("--layers", type=int, default=8, action=_Given, help="layers of the synthetic model")
     core.add_argument("--elems", type=int, default=400_000, action=_Given, help="gradient elements per layer")

@@ -72,7 +72,20 @@ def table(rows: list[dict[str, Any]], target: float) -> str:
     return "\n".join(lines)
 
 
-def plot(rows: list[dict[str, Any]], path: Path) -> Path | None:
+def ways(text: str) -> tuple[Any, ...]:
+    """``--ways``: the chosen runs of :data:`dlcp.testbed.scenario.WAYS`, in the order given."""
+    from dlcp import checks
+    from dlcp.testbed.scenario import WAYS
+
+    by_key = {w.key: w for w in WAYS}
+    keys = [k.strip() for k in text.split(",") if k.strip()]
+    bad = [k for k in keys if k not in by_key]
+    if bad or not keys or len(set(keys)) != len(keys):
+        raise checks.BadValue("--ways", text, f"must name each of {', '.join(by_key)} at most once, comma-separated")
+    return tuple(by_key[k] for k in keys)
+
+
+def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path | None:
     plt = pyplot()
     if plt is None:
         return None
@@ -92,7 +105,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> Path | None:
     ax2.set_xlabel("training time (s)")
     ax2.set_ylabel("test accuracy (rank 0)")
     ax2.grid(alpha=0.3)
-    fig.suptitle("DLCP on the testbed: a star with a 200 Mbit/s bottleneck to the PS, under incast")
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -103,6 +116,7 @@ def run_testbed_demo(args: argparse.Namespace) -> int:
     from dlcp.cli.train_demo import _out_dir, run_training_demo
     from dlcp.host.train import check
 
+    chosen = ways(args.ways)
     why = namespaces_unavailable()
     if why:
         sys.stderr.write(f"demo: cannot build the testbed: {why}; running the loopback demo instead\n")
@@ -113,7 +127,7 @@ def run_testbed_demo(args: argparse.Namespace) -> int:
         sys.stderr.write("demo: not root: running in a user and network namespace of its own\n")
         userns.reexec(args.raw_argv)
     from dlcp.testbed.jobs import new_folder
-    from dlcp.testbed.scenario import WAYS, Scenario, run_scenario
+    from dlcp.testbed.scenario import Scenario, run_scenario
 
     args.workers = max(3, args.workers)  # a PS and two workers at least, so the server's link sees incast
     cfg = train_config(args)
@@ -125,17 +139,21 @@ def run_testbed_demo(args: argparse.Namespace) -> int:
         sys.stderr.flush()
 
     say(f"results folder: {out}")
-    scenario = Scenario(name=f"demo{os.getpid() % 100000}", workers=max(3, args.workers), seed=args.seed)
-    results = run_scenario(scenario, WAYS, cfg, out, traffic_s=300.0, progress=say)
+    scenario = Scenario(
+        name=f"demo{os.getpid() % 100000}", workers=max(3, args.workers), topology=args.fabric, seed=args.seed
+    )
+    results = run_scenario(scenario, chosen, cfg, out, traffic_s=300.0, progress=say)
     rows = [r.as_dict() for r in results]
     (out / "demo.json").write_text(json.dumps(rows, indent=1))
     target = round(0.9 * max(r["test_accuracy"] for r in rows), 2)
-    picture = plot(rows, out / "testbed.png")
+    shape = "a star" if scenario.topology == "star" else "a 2-leaf, 2-spine fabric"
+    title = f"DLCP on the testbed: {shape} with a {scenario.bottleneck_rate} bottleneck to the PS, under incast"
+    picture = plot(rows, out / "testbed.png", title)
     sys.stdout.write("\n" + table(rows, target) + "\n")
     sys.stdout.write(
-        f"\nfabric: star, {args.workers} training hosts (h1 the parameter server) and one background host; "
-        f"h1's link {scenario.bottleneck_rate}, {scenario.bottleneck_buffer} buffer; background {scenario.cdf} flows "
-        f"at {scenario.traffic_load:g} load and incast of {scenario.incast} senders toward h1.\n"
+        f"\nfabric: {scenario.topology}, {args.workers} training hosts (h1 the parameter server) and one background "
+        f"host; h1's link {scenario.bottleneck_rate}, {scenario.bottleneck_buffer} buffer; background "
+        f"{scenario.cdf} flows at {scenario.traffic_load:g} load and incast of {scenario.incast} senders toward h1.\n"
         "iteration times: the slowest worker's; drops and trims: every switch port during the run; "
         f"t->{target:.2f}: seconds of training until rank 0's test accuracy reached {target:.2f} "
         "(90% of the best final accuracy).\n"

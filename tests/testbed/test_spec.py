@@ -83,3 +83,11 @@ tables = st.recursive(
 @given(tables)
 def test_toml_writer_round_trips(doc: dict) -> None:
     assert tomllib.loads(tomlout.dumps(doc)) == doc
+
+
+def test_bmv2_refuses_loss_and_delay(tmp_path: Path) -> None:
+    path = star(tmp_path, "bm", extra='[[link]]\nname = "h1-s1"\nloss = 0.01\ndelay = "1ms"\n')
+    assert spec.load(path).fabric.links["h1-s1"].loss == 0.01  # the software switch carries them out
+    with pytest.raises(spec.SpecError) as exc:
+        spec.load(path, switch="bmv2")
+    assert "link.h1-s1.loss" in str(exc.value) and "link.h1-s1.delay" in str(exc.value)
