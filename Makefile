@@ -41,7 +41,8 @@ venv: $(DEPS_STAMP)
 	@$(PY) -m pip install -q --no-deps --no-build-isolation -e . --config-settings editable_mode=strict \
 	  > $(VENV)/editable.log 2>&1 || $(call PIP_FAILED,$(VENV)/editable.log)
 
-# The testbed demo needs root (network namespaces); without, it says why and runs the loopback demo.
+# The testbed demo needs root (network namespaces), or without it a user namespace of its own; where
+# neither can be had, it says why and runs the loopback demo.
 demo: venv
 	$(VENV)/bin/dlcp demo --testbed --model mlp --epochs 1 --samples 4096
 

@@ -113,6 +113,8 @@ def why_not() -> str | None:
 
 def reexec(args: Sequence[str]) -> None:
     """Replace this process by ``dlcp ARGS`` in a user namespace of its own (does not return)."""
+    if os.environ.get(ENV) == "1":  # never a loop of re-executions
+        raise Unavailable("re-executed in a user namespace already, and still not root there")
     sys.stdout.flush()
     sys.stderr.flush()
     argv = [sys.executable, "-P", "-m", "dlcp.cli.main", *args]
