@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -53,6 +54,33 @@ def missing_reason() -> str | None:
     if reason is None and os.geteuid() != 0:
         reason = "BMv2 runs in a network namespace of its own, which needs root"
     return reason
+
+
+def switch_argv(
+    exe: Path,
+    *,
+    device_id: int,
+    ports: Sequence[tuple[int, str]],
+    thrift_port: int,
+    notifications: Path,
+    program: Path | None,
+    target_options: Sequence[str] = (),
+    log_file: Path | None = None,
+) -> list[str]:
+    """The command line of ``simple_switch`` or ``simple_switch_grpc`` (``program`` None: ``--no-p4``).
+
+    Every BMv2 gets its own notifications socket: the default, ``/tmp/bmv2-<device id>-notifications.ipc``,
+    is one file for the whole machine, and a second BMv2 with the same device id fails to bind it.
+    """
+    argv = [str(exe), "--device-id", str(device_id), "--thrift-port", str(thrift_port)]
+    argv += ["--notifications-addr", f"ipc://{notifications}"]
+    for port, ifname in ports:
+        argv += ["-i", f"{port}@{ifname}"]
+    if log_file is not None:
+        argv += ["--log-file", str(log_file), "--log-flush"]
+    argv += [str(program)] if program is not None else ["--no-p4"]
+    # Target options (the switch's own) come after "--".
+    return [*argv, "--", "--priority-queues", str(PRIORITY_QUEUES), *target_options]
 
 
 class CliError(RuntimeError):
@@ -135,8 +163,6 @@ class Bmv2Switch:
         self._proc: subprocess.Popen[bytes] | None = None
         self.cli: CliSession | None = None
         self.host: HostSockets | None = None
-        # simple_switch's default, ipc:///tmp/bmv2-<device id>-notifications.ipc, is one file for the
-        # whole machine: a second simple_switch with the same device id (another test run) fails to bind it.
         self.notifications = Path(tempfile.gettempdir()) / f"{self.ns.name}-notifications.ipc"
 
     @classmethod
@@ -163,14 +189,11 @@ class Bmv2Switch:
         self.close()
 
     def _start(self) -> None:
-        argv = [str(tools.find(tools.SIMPLE_SWITCH)), "--thrift-port", str(THRIFT_PORT), "--device-id", "0"]
-        argv += ["--notifications-addr", f"ipc://{self.notifications}"]
-        for p in self.ports:
-            argv += ["-i", f"{p}@{switch_if(p)}"]
-        if self.log_file is not None:
-            argv += ["--log-file", str(self.log_file), "--log-flush"]
-        # Target options (simple_switch's own) come after "--".
-        argv += [str(self.json_path), "--", "--priority-queues", str(PRIORITY_QUEUES)]
+        exe = tools.find(tools.SIMPLE_SWITCH)
+        assert exe is not None
+        ports = [(p, switch_if(p)) for p in self.ports]
+        argv = switch_argv(exe, device_id=0, ports=ports, thrift_port=THRIFT_PORT, notifications=self.notifications,
+                           program=self.json_path, log_file=self.log_file)  # fmt: skip
         log.info("starting %s", " ".join(argv))
         self._proc = self.ns.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         cli_argv = [str(tools.find(tools.SIMPLE_SWITCH_CLI)), "--thrift-port", str(THRIFT_PORT)]

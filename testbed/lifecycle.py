@@ -40,7 +40,7 @@ from typing import Any
 from pyroute2 import netns
 
 from dlcp.p4 import build, tools
-from dlcp.testbed import layout
+from dlcp.testbed import bmv2, layout
 from dlcp.testbed.netns import Namespace
 from dlcp.testbed.spec import TestbedSpec
 from dlcp.testbed.state import FabricState, ProcessRecord, StateStore, start_ticks
@@ -408,15 +408,13 @@ class Testbed:
         if self.spec.settings.switch == "bmv2":
             found = tools.find(SIMPLE_SWITCH_GRPC)
             assert found is not None
-            # Per switch: a Thrift port (they share the switch namespace) and a notifications socket (the default,
-            # /tmp/bmv2-<device>-notifications.ipc, is one file for every BMv2 on the machine).
-            notify = f"ipc://{self.dir / f'{plan.name}-notifications.ipc'}"
-            thrift_port = layout.bmv2_thrift(plan.index).rpartition(":")[2]
-            argv = [str(found), "--device-id", str(plan.device_id), "--no-p4", "--thrift-port", thrift_port,
-                    "--notifications-addr", notify]  # fmt: skip
-            for p in plan.ports:
-                argv += ["-i", f"{p.port}@{p.interface}"]
-            return [*argv, "--", "--grpc-server-addr", plan.grpc, "--priority-queues", "8"]
+            # Per switch: a Thrift port (they share the switch namespace) and a notifications socket.
+            return bmv2.switch_argv(
+                found, device_id=plan.device_id, ports=[(p.port, p.interface) for p in plan.ports],
+                thrift_port=int(layout.bmv2_thrift(plan.index).rpartition(":")[2]),
+                notifications=self.dir / f"{plan.name}-notifications.ipc", program=None,
+                target_options=["--grpc-server-addr", plan.grpc],
+            )  # fmt: skip
         argv = python_argv("switch", "run", "--device-id", str(plan.device_id), "--grpc", plan.grpc)
         argv += ["--stats-dir", str(self.dir / f"sw-{plan.name}")]
         for p in plan.ports:
