@@ -73,6 +73,8 @@ class Scenario:
     topology: str = "star"
     """``star``: one switch. ``leaf-spine``: 2 leaves and 2 spines, the hosts split over the leaves in order (h1
     first), so the parameter server's traffic from the other leaf is sprayed over both spines."""
+    switch: str = "dlcp"
+    """``testbed.switch``: ``dlcp`` or ``bmv2``."""
     host_rate: str = "1gbit"
     bottleneck_rate: str = "200mbit"
     bottleneck_buffer: str = "256KiB"
@@ -116,6 +118,7 @@ class Scenario:
         return {
             "testbed": {
                 "name": self.name,
+                "switch": self.switch,
                 "traffic": {"load": self.traffic_load, "incast": self.incast, "cdf": self.cdf, "seed": self.seed},
             },
             "topology": self.topology_doc(),

@@ -44,7 +44,7 @@ class _Given(argparse.Action):
 
 _TRAINING_ONLY = ("--workers", "--model", "--epochs", "--samples", "--inject-loss", "--out")
 _CORE_ONLY = ("--layers", "--elems", "--congestion-loss")
-_TESTBED_ONLY = ("--fabric", "--ways")
+_TESTBED_ONLY = ("--fabric", "--ways", "--switch")
 
 
 def _check_mode(args: argparse.Namespace) -> None:
@@ -89,6 +89,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     tb.add_argument(
         "--fabric", choices=("star", "leaf-spine"), default="star", action=_Given,
         help="one switch, or 2 leaves and 2 spines (the PS on one leaf, traffic from the other sprayed over both)",
+    )  # fmt: skip
+    tb.add_argument(
+        "--switch", choices=("dlcp", "bmv2"), default="dlcp", action=_Given,
+        help="DLCP's software switch, or BMv2 simple_switch_grpc where installed (about 5k packets/s: slow)",
     )  # fmt: skip
     tb.add_argument(
         "--ways", default="gloo,ps-off,ps,ring-off,ring", action=_Given,

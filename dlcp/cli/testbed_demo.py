@@ -126,7 +126,8 @@ def run_testbed_demo(args: argparse.Namespace) -> int:
 
         sys.stderr.write("demo: not root: running in a user and network namespace of its own\n")
         userns.reexec(args.raw_argv)
-    from dlcp.testbed.jobs import new_folder
+    from dlcp.testbed.jobs import WorkerFailed, new_folder
+    from dlcp.testbed.lifecycle import TestbedError
     from dlcp.testbed.scenario import Scenario, run_scenario
 
     args.workers = max(3, args.workers)  # a PS and two workers at least, so the server's link sees incast
@@ -140,9 +141,17 @@ def run_testbed_demo(args: argparse.Namespace) -> int:
 
     say(f"results folder: {out}")
     scenario = Scenario(
-        name=f"demo{os.getpid() % 100000}", workers=max(3, args.workers), topology=args.fabric, seed=args.seed
+        name=f"demo{os.getpid() % 100000}",
+        workers=max(3, args.workers),
+        topology=args.fabric,
+        switch=args.switch,
+        seed=args.seed,
     )
-    results = run_scenario(scenario, chosen, cfg, out, traffic_s=300.0, progress=say)
+    try:
+        results = run_scenario(scenario, chosen, cfg, out, traffic_s=300.0, progress=say)
+    except (TestbedError, WorkerFailed) as exc:
+        sys.stderr.write(f"demo: error: {exc}\n")
+        return 1
     rows = [r.as_dict() for r in results]
     (out / "demo.json").write_text(json.dumps(rows, indent=1))
     target = round(0.9 * max(r["test_accuracy"] for r in rows), 2)

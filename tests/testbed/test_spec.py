@@ -91,3 +91,19 @@ def test_bmv2_refuses_loss_and_delay(tmp_path: Path) -> None:
     with pytest.raises(spec.SpecError) as exc:
         spec.load(path, switch="bmv2")
     assert "link.h1-s1.loss" in str(exc.value) and "link.h1-s1.delay" in str(exc.value)
+
+
+@pytest.mark.parametrize("topology", ["star", "leaf-spine"])
+def test_demo_scenario_fabrics(tmp_path: Path, topology: str) -> None:
+    from dlcp.testbed.scenario import Scenario
+
+    sc = Scenario(name="sc", workers=3, topology=topology, switch="bmv2")
+    s = spec.load(sc.write(tmp_path))
+    assert s.settings.switch == "bmv2" and len(s.fabric.hosts) == 4
+    link = s.fabric.links[sc.bottleneck_link]
+    assert link.rate_bps == 200_000_000 and ("h1", None) in link.ends
+    if topology == "leaf-spine":
+        assert sorted(s.fabric.switches) == ["leaf1", "leaf2", "spine1", "spine2"]
+        assert [s.fabric.hosts[h].switch for h in ("h1", "h2", "h3", "h4")] == ["leaf1", "leaf1", "leaf2", "leaf2"]
+    else:
+        assert list(s.fabric.switches) == ["s1"]
