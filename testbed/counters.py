@@ -20,7 +20,7 @@ def fetch_all(state: FabricState) -> dict[str, Any]:
     for name, info in state.switches.items():
         if not info.get("stats"):
             out[name] = {
-                "error": f"BMv2 serves no statistics socket; its P4 counters: dlcp testbed exec {name} -- "
+                "error": f"BMv2 serves no statistics socket; its P4 counters: dlcp testbed exec --fabric {state.name} {name} -- "
                 f"dlcp controller stats {state.fabric_file}"
             }
             continue

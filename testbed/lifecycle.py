@@ -452,7 +452,10 @@ class Testbed:
             f.write(out + err)
         if proc.returncode != 0:
             raise TestbedError(f"the controller could not configure the switches:\n{err.decode(errors='replace')}")
-        reports: list[dict[str, Any]] = json.loads(out.decode().strip().splitlines()[-1])
+        try:
+            reports: list[dict[str, Any]] = json.loads(out.decode(errors="replace").strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise TestbedError(f"the controller gave no report; see {self.dir / 'controller.log'}") from None
         return reports
 
     def release(self) -> None:

@@ -300,6 +300,10 @@ def _apply(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(reports) + "\n")
         return 0
     argv = python_argv("testbed", "apply", "--inside", str(spec.path))
+    state = _store().load(spec.name)
+    kind = args.switch or (state.switch_kind if state is not None else "dlcp")  # the kind it was brought up with
+    if kind != "dlcp":
+        argv += ["--switch", kind]
     return FabricNamespace(layout.switch_ns(spec.name)).popen(argv).wait()
 
 
