@@ -20,8 +20,8 @@ def fetch_all(state: FabricState) -> dict[str, Any]:
     for name, info in state.switches.items():
         if not info.get("stats"):
             out[name] = {
-                "error": f"BMv2 serves no statistics socket; its P4 counters: dlcp testbed exec --fabric {state.name} {name} -- "
-                f"dlcp controller stats {state.fabric_file}"
+                "error": "BMv2 serves no statistics socket; its P4 counters: "
+                f"dlcp testbed exec --fabric {state.name} {name} -- dlcp controller stats {state.fabric_file}"
             }
             continue
         try:
