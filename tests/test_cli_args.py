@@ -227,6 +227,7 @@ BAD: list[tuple[str, str]] = [
     ("controller stats {star} --watch 0", "--watch"),
     ("controller stats {star} --watch nan", "--watch"),
     ("controller stats {star} --count -1", "--count"),
+    ("controller stats {star} --count 3", "--count"),
     ("controller clear {star} --job 99", "--job"),
     ("controller run {star} --interval nan", "--interval"),
     ("controller run {star} --interval 0", "--interval"),

@@ -162,6 +162,8 @@ def _stats(args: argparse.Namespace) -> int:
     from dlcp.controller import counters
 
     checks.at_least("--count", args.count, 0)
+    if args.count and args.watch is None:
+        raise checks.BadValue("--count", args.count, "valid only with --watch (without it, stats prints once)")
     fab = _load(args)
     previous: Any = None
     then = 0.0

@@ -50,9 +50,14 @@ class ConfigError(ValueError):
     """A setting is out of range or malformed; the message names it."""
 
 
+def _number(x: float) -> str:
+    """A bound as a user types it: whole numbers in full (``268435456``, not ``2.68435e+08``)."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
 def _check(value: float, lo: float, hi: float, what: str, shown: str) -> None:
     if not lo <= value <= hi:
-        raise ConfigError(f"{what}: {shown} is out of range {lo:g}..{hi:g}")
+        raise ConfigError(f"{what}: {shown} is out of range {_number(lo)}..{_number(hi)}")
 
 
 def _quantity(parse: Callable[[object, str], int], value: object, what: str) -> int:
@@ -66,21 +71,21 @@ def _quantity(parse: Callable[[object, str], int], value: object, what: str) -> 
 def parse_rate(text: object, what: str = "rate") -> int:
     """Bits per second: ``1gbit``, ``100mbit``, ``2.5gbit`` or a number of bit/s."""
     bps = _quantity(units.parse_rate, text, what)
-    _check(bps, MIN_RATE_BPS, MAX_RATE_BPS, what, f"{text} ({bps:g} bit/s)")
+    _check(bps, MIN_RATE_BPS, MAX_RATE_BPS, what, f"{text} ({_number(bps)} bit/s)")
     return bps
 
 
 def parse_delay(text: object, what: str = "delay") -> int:
     """Nanoseconds: ``100us``, ``1.5ms``, ``0``; a bare number is in seconds."""
     ns = _quantity(units.parse_duration, text, what)
-    _check(ns, 0, MAX_DELAY_NS, what, f"{text} ({ns:g} ns)")
+    _check(ns, 0, MAX_DELAY_NS, what, f"{text} ({_number(ns)} ns)")
     return ns
 
 
 def parse_size(text: object, what: str = "buffer", lo: int = MIN_BUFFER, hi: int = MAX_BUFFER) -> int:
     """Bytes: ``4MiB``, ``256KiB``, ``1mb`` or a number of bytes."""
     n = _quantity(units.parse_size, text, what)
-    _check(n, lo, hi, what, f"{text} ({n:g} B)")
+    _check(n, lo, hi, what, f"{text} ({_number(n)} B)")
     return n
 
 

@@ -144,3 +144,11 @@ def test_a_value_of_any_type_anywhere_gives_a_config_error_never_a_traceback() -
             raise AssertionError(f"{path} = {value!r}: {exc!r}") from exc
         tried += 1
     assert tried > 150  # every value of TOML: its tables and arrays too
+
+
+def test_range_errors_show_whole_numbers_in_full() -> None:
+    with pytest.raises(c.ConfigError) as exc:
+        c.parse_size("1", "buffer")
+    text = str(exc.value)
+    assert f"{c.MIN_BUFFER}..{c.MAX_BUFFER}" in text, text
+    assert "e+" not in text, text
