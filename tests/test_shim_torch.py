@@ -112,12 +112,16 @@ def test_train_cli_json(tmp_path) -> None:
     import sys
 
     # Run outside the checkout, where ./dlcp would shadow the installed dlcp.* mapping.
-    cmd = [sys.executable, "-m", "dlcp.cli.main", "train", "--workers", "2", "--epochs", "1", "--json"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True, cwd=tmp_path)
+    cmd = [sys.executable, "-m", "dlcp.cli.main", "train", "--workers", "2", "--epochs", "1", "--eval-every", "20"]
+    out = subprocess.run(cmd + ["--json"], capture_output=True, text=True, timeout=600, check=True, cwd=tmp_path)
     r = json.loads(out.stdout.strip().splitlines()[-1])
     for key in ("test_accuracy", "iter_p50_s", "iter_p99_s", "loss_fraction", "bytes_sent"):
         assert key in r, key
     assert 0.5 < r["test_accuracy"] <= 1.0 and r["iter_p99_s"] >= r["iter_p50_s"] > 0
+    # The accuracy curve ends at the reported final accuracy (a time to target reads it).
+    curve = r["accuracy_curve"]
+    assert len(curve) >= 2 and curve[-1][2] == r["test_accuracy"], curve
+    assert [p[0] for p in curve] == sorted(p[0] for p in curve), curve
 
 
 @pytest.mark.slow
