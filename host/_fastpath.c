@@ -530,10 +530,50 @@ static long long elapsed_us(const struct timespec *t0) {
     return (long long)(t.tv_sec - t0->tv_sec) * 1000000 + (t.tv_nsec - t0->tv_nsec) / 1000;
 }
 
+/* What Python books after a call, as Python objects built once here (the GIL held):
+ * reading the same from the numpy tables cost a flatnonzero and a structured-field
+ * access per field, per call. Each returns a new list, or NULL with an exception. */
+static PyObject *touched_entries(const rx_ctx *c) {
+    PyObject *list = PyList_New(0);
+    for (Py_ssize_t i = 0; list && i < c->nentries; i++) {
+        const entry_t *e = &c->entries[i];
+        if (!e->placed && !e->last_seen && !e->probed) continue;
+        /* (index, packets placed, elements placed, priority, LAST seen, PROBE seen, newest probe id) */
+        PyObject *t = Py_BuildValue("(nIKIiiI)", i, e->placed, (unsigned long long)e->placed_elems, e->priority,
+                                    e->last_seen != 0, e->probed != 0, e->probe_seq);
+        if (!t || PyList_Append(list, t) < 0) Py_CLEAR(list);
+        Py_XDECREF(t);
+    }
+    return list;
+}
+
+static PyObject *stopped_sends(const rx_ctx *c) {
+    PyObject *list = PyList_New(0);
+    for (Py_ssize_t i = 0; list && i < c->nsends; i++) {
+        if (!c->sends[i].stopped) continue;
+        PyObject *v = PyLong_FromSsize_t(i);
+        if (!v || PyList_Append(list, v) < 0) Py_CLEAR(list);
+        Py_XDECREF(v);
+    }
+    return list;
+}
+
+static PyObject *answered_rows(const rx_ctx *c) {
+    PyObject *list = PyList_New(0);
+    for (Py_ssize_t i = 0; list && c->answered && i < c->ndone; i++) {
+        if (!c->done[i].answered) continue;
+        PyObject *v = PyLong_FromSsize_t(i);
+        if (!v || PyList_Append(list, v) < 0) Py_CLEAR(list);
+        Py_XDECREF(v);
+    }
+    return list;
+}
+
 /*
  * rx_batch(fd, ring, slot_bytes, seg_size, nslots, timeout_ms, entries, nentries, runs, drops, drop_pos,
  *          hint_entry, hint_seq, generation, table_generation, budget_us)
- *   -> (datagrams, nruns, drop_pos, injected, truncated, direct, hint_entry, hint_seq)
+ *   -> (datagrams, nruns, drop_pos, injected, truncated, direct, hint_entry, hint_seq, control, answered,
+ *       touched, stopped, answered_rows)
  *
  * ring: writable buffer of nslots * slot_bytes; entries: writable buffer of
  * nentries entry_t; runs: writable int64 buffer of at least 3 * nslots *
@@ -668,8 +708,13 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         PyErr_SetFromErrno(PyExc_OSError);
         goto out;
     }
-    result = Py_BuildValue("(innnnnnnnn)", n, c.nruns, c.drop_pos, c.injected, c.truncated, c.direct, c.hint_entry,
-                           c.hint_seq, c.control, c.answered);
+    PyObject *touched = touched_entries(&c), *stopped = stopped_sends(&c), *rows = answered_rows(&c);
+    if (touched && stopped && rows)
+        result = Py_BuildValue("(innnnnnnnnOOO)", n, c.nruns, c.drop_pos, c.injected, c.truncated, c.direct,
+                               c.hint_entry, c.hint_seq, c.control, c.answered, touched, stopped, rows);
+    Py_XDECREF(touched);
+    Py_XDECREF(stopped);
+    Py_XDECREF(rows);
 out:
     PyMem_RawFree(iov);
     PyBuffer_Release(&ring);

@@ -551,9 +551,10 @@ class Endpoint:
             self._handle(got.result, now)
             for start, nbytes, seg in got.runs:
                 self._handle(self.asm.ingest(fast.buf[start : start + nbytes], seg_size=seg, now=now), now)
-            last = IngestResult()
-            fast.apply_last(self.asm, last, now)
-            self._handle(last, now)
+            if got.last:
+                last = IngestResult()
+                fast.apply_last(self.asm, got, last, now)
+                self._handle(last, now)
             if got.control:  # what C saw of PROBEs and STOPs, after the data as on the Python path
                 for msg, seq in fast.probes():
                     self._heard[msg.key.src] = now

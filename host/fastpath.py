@@ -21,7 +21,7 @@ import logging
 import socket
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 
 import numpy as np
@@ -139,6 +139,11 @@ class FastBatch:
     """Control packets C handled (PROBEs answered or reported, STOPs reported)."""
     answered: int = 0
     """Of those, PROBEs of completed messages that C answered with a STOP itself."""
+    touched: list[tuple[int, int, int, int, bool, bool, int]] = field(default_factory=list)
+    """Table entries C placed into, saw LAST or a PROBE for: (index, packets, elements, priority, last, probed,
+    probe id), built by C so that booking reads no numpy table."""
+    last: bool = False
+    """Some entry saw a LAST flag (:meth:`FastReceiver.apply_last` has work)."""
 
 
 class FastReceiver:
@@ -188,6 +193,9 @@ class FastReceiver:
         self._sends = np.zeros(0, dtype=SEND_DTYPE)
         self._send_keys: list[MessageKey] = []
         self._sends_generation = -1
+        self._touched: list[tuple[int, int, int, int, bool, bool, int]] = []
+        self._stopped: list[int] = []
+        self._answered_rows: list[int] = []
         self.control = 0
         """Control packets handled in C."""
         self.answered = 0
@@ -252,16 +260,15 @@ class FastReceiver:
 
     def probes(self) -> list[tuple[Message, int]]:
         """(message, probe id) of each expected message C saw a PROBE for in the last call."""
-        entries = self._entries
-        return [(self._msgs[i], int(entries[i]["probe_seq"])) for i in np.flatnonzero(entries["probed"])]
+        return [(self._msgs[t[0]], t[6]) for t in self._touched if t[5]]
 
     def stops(self) -> list[MessageKey]:
         """Sends C saw a STOP (no bitmap) for in the last call."""
-        return [self._send_keys[i] for i in np.flatnonzero(self._sends["stopped"])]
+        return [self._send_keys[i] for i in self._stopped]
 
     def answered_sources(self) -> list[int]:
         """Ranks whose probes C answered in the last call (they are alive)."""
-        return [self._done_src[i] for i in np.flatnonzero(self._done["answered"][: self._ndone])]
+        return [self._done_src[i] for i in self._answered_rows]
 
     def receive(self, timeout_s: float, loss: LossInjector | None) -> FastBatch | None:
         """Wait up to ``timeout_s`` for data and take one batch; ``None`` if nothing came."""
@@ -273,7 +280,10 @@ class FastReceiver:
         if self._msgs:  # C returns early once a message may complete (racy reads only move that moment)
             self._entries["need"] = [m.packets_before_ready for m in self._msgs]
         hint = self._index.get(self._hint_key, -1) if self._hint_key is not None else -1
-        n, nruns, pos, injected, truncated, direct, hint, self._hint_seq, control, answered = self._c.rx_batch(
+        (
+            n, nruns, pos, injected, truncated, direct, hint, self._hint_seq, control, answered,
+            self._touched, self._stopped, self._answered_rows,
+        ) = self._c.rx_batch(  # fmt: skip
             self.fd, self.buf, self.slot_bytes, self.seg_size, self.slots, max(0, int(timeout_s * 1000)),
             self._entries, len(self._entries), self._runs, self._draws if loss is not None else None,
             self._draw_pos, hint, self._hint_seq, self._gen_cell, self._generation, self.budget_us,
@@ -291,8 +301,9 @@ class FastReceiver:
         if loss is not None:
             self._draw_pos = pos
             loss.dropped += injected
-        runs = [(int(a), int(b), int(c)) for a, b, c in self._runs[:nruns]]
-        return FastBatch(IngestResult(), runs, n, control, answered)
+        runs: list[tuple[int, int, int]] = self._runs[:nruns].tolist() if nruns else []
+        touched = self._touched
+        return FastBatch(IngestResult(), runs, n, control, answered, touched, any(t[4] for t in touched))
 
     def account(self, asm: Assembler, batch: FastBatch, now: float) -> None:
         """Book what C placed in the last batch (caller holds the assembler's lock).
@@ -305,19 +316,18 @@ class FastReceiver:
         if batch.control:  # accepted, as the assembler counts a control packet it decodes
             asm.counters.counts[DropReason.OK] += batch.control
             batch.result.accepted += batch.control
-        entries = self._entries
-        for i in np.flatnonzero(entries["placed"]) if len(entries) else ():
-            e = entries[i]
+        for i, placed, elems, priority, _, _, _ in batch.touched:
+            if not placed:
+                continue
             msg = self._msgs[i]
             if asm.message(msg.key) is msg:  # not completed or cancelled meanwhile
-                asm.account_placed(
-                    batch.result, msg, int(e["placed"]), int(e["priority"]), False, now, int(e["placed_elems"])
-                )
+                asm.account_placed(batch.result, msg, placed, priority, False, now, elems)
 
-    def apply_last(self, asm: Assembler, result: IngestResult, now: float) -> None:
-        """The LAST flags C saw in the last batch (after :meth:`account` and the leftover runs)."""
-        entries = self._entries
-        for i in np.flatnonzero(entries["last_seen"]) if len(entries) else ():
+    def apply_last(self, asm: Assembler, batch: FastBatch, result: IngestResult, now: float) -> None:
+        """The LAST flags C saw in ``batch`` (after :meth:`account` and the leftover runs)."""
+        for i, _, _, _, last, _, _ in batch.touched:
+            if not last:
+                continue
             msg = self._msgs[i]
             if asm.message(msg.key) is msg:
                 asm.account_placed(result, msg, 0, msg.priority, True, now)

@@ -71,7 +71,7 @@ class Pair:
             self.fast.account(asm, got, 0.0)
             for start, nbytes, seg in got.runs:
                 self.control += asm.ingest(self.fast.buf[start : start + nbytes], seg_size=seg).control
-            self.fast.apply_last(asm, got.result, 0.0)
+            self.fast.apply_last(asm, got, got.result, 0.0)
         return total
 
 
