@@ -88,6 +88,7 @@ and statistics lag by at most this much."""
 _STORE, _STORE_RELIABLE = 0, 4
 _OPS = {DType.FLOAT32: 1, DType.FLOAT64: 2, DType.INT32: 3}  # reduce-on-receive ops in C
 _FIELD = {f.name: f for f in HEADER_FIELDS}
+_LEN_AT = _FIELD["length"].offset
 _module: ModuleType | None = None
 _tried = False
 _load_error = ""
@@ -280,15 +281,14 @@ class FastReceiver:
         if self._msgs:  # C returns early once a message may complete (racy reads only move that moment)
             self._entries["need"] = [m.packets_before_ready for m in self._msgs]
         hint = self._index.get(self._hint_key, -1) if self._hint_key is not None else -1
-        (
-            n, nruns, pos, injected, truncated, direct, hint, self._hint_seq, control, answered,
-            self._touched, self._stopped, self._answered_rows,
-        ) = self._c.rx_batch(  # fmt: skip
+        got = self._c.rx_batch(
             self.fd, self.buf, self.slot_bytes, self.seg_size, self.slots, max(0, int(timeout_s * 1000)),
             self._entries, len(self._entries), self._runs, self._draws if loss is not None else None,
             self._draw_pos, hint, self._hint_seq, self._gen_cell, self._generation, self.budget_us,
             self._done, self._ndone, self._sends, len(self._sends),
         )  # fmt: skip
+        n, nruns, pos, injected, truncated, direct, hint, self._hint_seq, control, answered = got[:10]
+        self._touched, self._stopped, self._answered_rows = got[10:]
         self._hint_key = self._msgs[hint].key if 0 <= hint < len(self._msgs) else None
         if n == 0:
             return None
@@ -381,11 +381,13 @@ def _entry(msg: Message, token: int) -> np.void:
     spec = msg.spec
     full_rows = spec.num_elems // spec.elems_per_packet
     e = np.zeros(1, dtype=ENTRY_DTYPE)[0]
+    inv = _header(spec, 0, token)[:INVARIANT_BYTES]  # a packet's invariant bytes; the short last one's length differs
     if full_rows:
-        e["inv"] = _header(spec, 0, token)[:INVARIANT_BYTES]
+        e["inv"] = inv
     if full_rows < spec.pkt_count:  # a short last packet
         e["tail_bytes"] = spec.last_packet_bytes
-        e["inv_tail"] = _header(spec, spec.pkt_count - 1, token)[:INVARIANT_BYTES]
+        inv[_LEN_AT : _LEN_AT + 2] = (spec.last_packet_bytes >> 8, spec.last_packet_bytes & 0xFF)
+        e["inv_tail"] = inv
     e["full_rows"] = full_rows
     e["dst"] = msg.view.ctypes.data
     e["received"] = msg.received.ctypes.data

@@ -165,6 +165,24 @@ def test_gso_batches_are_placed_in_c(pair: Pair) -> None:
     assert pair.fast.direct > spec.pkt_count // 3
 
 
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_a_short_last_packet_is_placed_in_c_too(pair: Pair, accumulate: bool) -> None:
+    """The table entry carries the short last packet's header bytes (its own length field): C places it."""
+    spec = _spec(8, 64 * 5 + 17, DType.FLOAT32)  # 5 full packets and one of 17 elements
+    values = _values(spec.num_elems, DType.FLOAT32, 8)
+    asm = _assembler()
+    out = np.ones_like(values)
+    msg = asm.expect(spec, out, accumulate=accumulate)
+    calls = []
+    orig = asm.ingest
+    asm.ingest = lambda *a, **k: calls.append(a) or orig(*a, **k)  # type: ignore[method-assign]
+    pair.send(packets(spec, values, last=False).packets())
+    pair.drain(asm, quiet_s=0.05)
+    assert msg.done and msg.lost_elems == 0
+    np.testing.assert_array_equal(out, values + 1 if accumulate else values)
+    assert calls == [], "the assembler saw nothing: the short last packet too was C's"
+
+
 def test_wrong_guesses_in_direct_placement_are_repaired(pair: Pair) -> None:
     """What lands where another packet was expected is copied back and handled as usual."""
     spec = _spec(6, 64 * 300, DType.FLOAT32)
