@@ -281,8 +281,18 @@ typedef struct {
     int err;
 } rx_ctx;
 
-/* A run of the ring left for Python: (start, nbytes, segment size). */
+/* A run of the ring left for Python: (start, nbytes, segment size). A run that
+ * continues the previous one in the ring (the next slot, the same segment size, the
+ * previous one whole segments) extends it: early packets of a message arrive over
+ * many GRO datagrams, and each run costs Python one call of the assembler. */
 static void emit_run(rx_ctx *c, int64_t start, int64_t len, size_t gso) {
+    if (c->nruns) {
+        int64_t *prev = &c->out_runs[3 * (c->nruns - 1)];
+        if (prev[0] + prev[1] == start && prev[2] == (int64_t)gso && prev[1] % (int64_t)gso == 0) {
+            prev[1] += len;
+            return;
+        }
+    }
     c->out_runs[3 * c->nruns] = start;
     c->out_runs[3 * c->nruns + 1] = len;
     c->out_runs[3 * c->nruns + 2] = (int64_t)gso;

@@ -183,6 +183,34 @@ def test_a_short_last_packet_is_placed_in_c_too(pair: Pair, accumulate: bool) ->
     assert calls == [], "the assembler saw nothing: the short last packet too was C's"
 
 
+def test_early_packets_leave_one_run_per_call(pair: Pair) -> None:
+    """Packets of a message not posted yet, over many GRO datagrams: one run per call for the assembler to
+    stash, not one per datagram; replayed when the message is posted, they complete it exactly."""
+    spec = _spec(9, 64 * 200, DType.FLOAT32)
+    values = _values(spec.num_elems, DType.FLOAT32, 9)
+    asm = _assembler()
+    _gso_send(pair, spec, values, np.arange(spec.pkt_count))
+    calls = runs = datagrams = 0
+    deadline = time.monotonic() + 5.0
+    while asm.stash_bytes < spec.pkt_count * pair.fast.seg_size and time.monotonic() < deadline:
+        pair.fast.refresh(asm)
+        got = pair.fast.receive(0.05, None)
+        if got is None:
+            continue
+        calls += 1
+        runs += len(got.runs)
+        datagrams += got.datagrams
+        for start, nbytes, seg in got.runs:
+            asm.ingest(pair.fast.buf[start : start + nbytes], seg_size=seg)
+    assert asm.stash_bytes == spec.pkt_count * pair.fast.seg_size
+    assert datagrams > calls, "some call took several GRO datagrams"
+    assert runs == calls, "adjacent leftovers of one call make one run"
+    out = np.zeros_like(values)
+    msg = asm.expect(spec, out)
+    assert msg.done
+    np.testing.assert_array_equal(out, values)
+
+
 def test_wrong_guesses_in_direct_placement_are_repaired(pair: Pair) -> None:
     """What lands where another packet was expected is copied back and handled as usual."""
     spec = _spec(6, 64 * 300, DType.FLOAT32)
