@@ -388,7 +388,7 @@ def _entry(msg: Message, token: int) -> np.void:
     tail_bytes = 0
     inv_tail = bytes(INVARIANT_BYTES)
     if full_rows < spec.pkt_count:  # a short last packet
-        tail_bytes = spec.last_packet_bytes
+        tail_bytes = int(spec.last_packet_bytes)
         hdr[_LEN_AT : _LEN_AT + 2] = tail_bytes.to_bytes(2, "big")
         inv_tail = bytes(hdr)
     if msg.accumulate:
