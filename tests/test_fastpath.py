@@ -20,7 +20,8 @@ from dlcp.host import fastpath
 from dlcp.host.loss import LossInjector, LossSpec
 from dlcp.host.udp import open_socket
 from dlcp.message import NUMPY_DTYPE, MessageKey, MessageSpec
-from dlcp.protocol import HEADER_SIZE, DType, MessageKind, PacketType
+from dlcp.packetizer import HeaderTemplate
+from dlcp.protocol import HEADER_SIZE, DType, Flag, MessageKind, PacketType
 from dlcp.wire import Header
 
 pytestmark = pytest.mark.fastpath  # skipped without the C module, failed under make test (conftest.py)
@@ -426,3 +427,37 @@ def test_a_control_packet_ends_the_call_and_the_budget_bounds_it(pair: Pair) -> 
     got = fast.receive(0.5, None)  # the 15 left, then nothing more within the budget
     assert got is not None and got.datagrams == 15 and got.runs == []
     assert time.monotonic() - t0 >= 0.04
+
+
+def test_repeated_control_packets_in_one_call_are_reported_once(pair: Pair) -> None:
+    """Two PROBEs of an expected message and two STOPs of a send in one call: C reports each once, the probe
+    with the newer id (the sender takes an answer to an older one as stale); a STOP that says it carries a
+    bitmap it lacks is left to the assembler, which drops and counts it."""
+    spec = _spec(23, 64 * 4, DType.FLOAT32)  # rank 1's message to this rank
+    asm = _assembler()
+    msg = asm.expect(spec, np.zeros(spec.num_elems, np.float32))
+    sending = MessageSpec(MessageKey(JOB, 0, 24, 0), MessageKind.PUSH, 64 * 4, EPP, DType.FLOAT32)  # ours to rank 1
+    fast = fastpath.FastReceiver(pair.rx, HEADER_SIZE + EPP * 4, slots=8)
+    fast.refresh(asm)
+    fast.track_sends(1, lambda: [(sending.key, HeaderTemplate(sending, TOKEN).row)])
+
+    def probe(seq: int) -> bytes:
+        return Header(PacketType.PROBE, job_id=JOB, src=1, token=TOKEN, msg_id=23, pkt_count=4, seq=seq).pack()
+
+    def stop(seq: int, length: int = 0) -> bytes:
+        return Header(
+            PacketType.STOP, Flag.FINAL, job_id=JOB, src=0, token=TOKEN, msg_id=24, pkt_count=4, seq=seq, length=length
+        ).pack()
+
+    pair.send([probe(2), probe(1), stop(3), stop(3), stop(3, length=8)])
+    time.sleep(0.05)
+    got = fast.receive(0.5, None)
+    assert got is not None and got.datagrams >= 1
+    assert got.control == 4 and got.answered == 0
+    assert fast.probes() == [(msg, 2)], "one report, with the newest probe id"
+    assert fast.stops() == [sending.key], "one report for the two STOPs"
+    assert sum(nbytes for _, nbytes, _ in got.runs) == HEADER_SIZE, "the malformed STOP is the assembler's"
+    for start, nbytes, seg in got.runs:
+        result = asm.ingest(fast.buf[start : start + nbytes], seg_size=seg)
+        assert result.dropped == 1 and not result.control
+    assert asm.counters[DropReason.TRUNCATED] == 1
