@@ -383,9 +383,10 @@ class Assembler:
         job = self._jobs.get(job_id)
         if job is None or token != job.token:
             return False
-        msg = self._messages.get(MessageKey(job_id, src, msg_id, rnd))
+        key = MessageKey(job_id, src, msg_id, rnd)
+        msg = self._messages.get(key)
         if msg is None:
-            return False
+            return self._fast_stash(result, buf, nbytes, seg_size, nseg, job, key, now)
         spec = msg.spec
         pb = spec.packet_bytes
         if (layer, kind, dtype, pkt_count, length) != (spec.layer, spec.kind, spec.dtype, spec.pkt_count, pb):
@@ -421,6 +422,46 @@ class Assembler:
             msg.received[seq] = True
         last = bool((words[:, _FLAGS_WORD] & _LAST_IN_WORD).any())
         self.account_placed(result, msg, nseg, int(buf[_PRIO_AT]), last, now)
+        return True
+
+    def _fast_stash(
+        self,
+        result: IngestResult,
+        buf: np.ndarray,
+        nbytes: int,
+        seg_size: int,
+        nseg: int,
+        job: _Job,
+        key: MessageKey,
+        now: float,
+    ) -> bool:
+        """Early full-size DATA packets of one message not expected yet, stashed as one blob without the general path.
+
+        The general path would decide the same: the wire checks (:func:`check_headers`)
+        read only header bytes ``[0, INVARIANT_BYTES)``, which are the first
+        segment's in every segment here, so one check judges them all; then
+        ``_no_message`` keeps such a batch as one blob. Returns False, having
+        changed nothing, for anything else (a bad or mixed header, a completed
+        message's late packets, a full stash): the general path judges and counts it.
+        """
+        if key in self._completed or nbytes != nseg * seg_size:
+            return False
+        self._expire_stash(job, now)
+        if job.stash_bytes + nbytes > self.limits.max_stash_bytes:
+            return False
+        first = header_view(buf, 1, seg_size)
+        if check_headers(first, np.array([seg_size], dtype=np.int64))[0] != 0:
+            return False
+        if int(first["length"][0]) != seg_size - HEADER_SIZE:
+            return False
+        if nseg > 1:
+            words = np.ndarray((nseg, _INV_WORDS), dtype=np.uint32, buffer=buf, strides=(seg_size, 4))
+            if not (words[1:] == words[0]).all():
+                return False
+        self._stash_blobs(job, key, [(buf[:nbytes].tobytes(), seg_size)], nbytes, nseg, now)
+        result.sources.add(key.src)
+        self.counters.counts[DropReason.OK] += nseg
+        result.accepted += nseg
         return True
 
     def account_placed(
@@ -545,16 +586,23 @@ class Assembler:
                 codes[i] = -1
         if not blobs:
             return
+        self._stash_blobs(job, key, blobs, added, int(np.count_nonzero(codes[gidx] == -1)), now)
+
+    @staticmethod
+    def _stash_blobs(
+        job: _Job, key: MessageKey, blobs: list[tuple[bytes, int]], nbytes: int, packets: int, now: float
+    ) -> None:
+        """Append early packets of ``key`` to ``job``'s stash (the caller checked the bound)."""
         entry = job.stash.get(key)
         if entry is None:
             entry = job.stash[key] = _Stashed()
         else:
             job.stash.move_to_end(key)
         entry.blobs += blobs
-        entry.nbytes += added
-        entry.packets += int(np.count_nonzero(codes[gidx] == -1))
+        entry.nbytes += nbytes
+        entry.packets += packets
         entry.touched = now
-        job.stash_bytes += added
+        job.stash_bytes += nbytes
 
     def _place(
         self,

@@ -281,8 +281,18 @@ typedef struct {
     int err;
 } rx_ctx;
 
-/* A run of the ring left for Python: (start, nbytes, segment size). */
+/* A run of the ring left for Python: (start, nbytes, segment size). A run that
+ * continues the previous one in the ring (the next slot, the same segment size, the
+ * previous one whole segments) extends it: early packets of a message arrive over
+ * many GRO datagrams, and each run costs Python one call of the assembler. */
 static void emit_run(rx_ctx *c, int64_t start, int64_t len, size_t gso) {
+    if (c->nruns) {
+        int64_t *prev = &c->out_runs[3 * (c->nruns - 1)];
+        if (prev[0] + prev[1] == start && prev[2] == (int64_t)gso && prev[1] % (int64_t)gso == 0) {
+            prev[1] += len;
+            return;
+        }
+    }
     c->out_runs[3 * c->nruns] = start;
     c->out_runs[3 * c->nruns + 1] = len;
     c->out_runs[3 * c->nruns + 2] = (int64_t)gso;
@@ -530,10 +540,50 @@ static long long elapsed_us(const struct timespec *t0) {
     return (long long)(t.tv_sec - t0->tv_sec) * 1000000 + (t.tv_nsec - t0->tv_nsec) / 1000;
 }
 
+/* What Python books after a call, as Python objects built once here (the GIL held):
+ * reading the same from the numpy tables cost a flatnonzero and a structured-field
+ * access per field, per call. Each returns a new list, or NULL with an exception. */
+static PyObject *touched_entries(const rx_ctx *c) {
+    PyObject *list = PyList_New(0);
+    for (Py_ssize_t i = 0; list && i < c->nentries; i++) {
+        const entry_t *e = &c->entries[i];
+        if (!e->placed && !e->last_seen && !e->probed) continue;
+        /* (index, packets placed, elements placed, priority, LAST seen, PROBE seen, newest probe id) */
+        PyObject *t = Py_BuildValue("(nIKIiiI)", i, e->placed, (unsigned long long)e->placed_elems, e->priority,
+                                    e->last_seen != 0, e->probed != 0, e->probe_seq);
+        if (!t || PyList_Append(list, t) < 0) Py_CLEAR(list);
+        Py_XDECREF(t);
+    }
+    return list;
+}
+
+static PyObject *stopped_sends(const rx_ctx *c) {
+    PyObject *list = PyList_New(0);
+    for (Py_ssize_t i = 0; list && i < c->nsends; i++) {
+        if (!c->sends[i].stopped) continue;
+        PyObject *v = PyLong_FromSsize_t(i);
+        if (!v || PyList_Append(list, v) < 0) Py_CLEAR(list);
+        Py_XDECREF(v);
+    }
+    return list;
+}
+
+static PyObject *answered_rows(const rx_ctx *c) {
+    PyObject *list = PyList_New(0);
+    for (Py_ssize_t i = 0; list && c->answered && i < c->ndone; i++) {
+        if (!c->done[i].answered) continue;
+        PyObject *v = PyLong_FromSsize_t(i);
+        if (!v || PyList_Append(list, v) < 0) Py_CLEAR(list);
+        Py_XDECREF(v);
+    }
+    return list;
+}
+
 /*
  * rx_batch(fd, ring, slot_bytes, seg_size, nslots, timeout_ms, entries, nentries, runs, drops, drop_pos,
  *          hint_entry, hint_seq, generation, table_generation, budget_us)
- *   -> (datagrams, nruns, drop_pos, injected, truncated, direct, hint_entry, hint_seq)
+ *   -> (datagrams, nruns, drop_pos, injected, truncated, direct, hint_entry, hint_seq, control, answered,
+ *       touched, stopped, answered_rows)
  *
  * ring: writable buffer of nslots * slot_bytes; entries: writable buffer of
  * nentries entry_t; runs: writable int64 buffer of at least 3 * nslots *
@@ -668,8 +718,13 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         PyErr_SetFromErrno(PyExc_OSError);
         goto out;
     }
-    result = Py_BuildValue("(innnnnnnnn)", n, c.nruns, c.drop_pos, c.injected, c.truncated, c.direct, c.hint_entry,
-                           c.hint_seq, c.control, c.answered);
+    PyObject *touched = touched_entries(&c), *stopped = stopped_sends(&c), *rows = answered_rows(&c);
+    if (touched && stopped && rows)
+        result = Py_BuildValue("(innnnnnnnnOOO)", n, c.nruns, c.drop_pos, c.injected, c.truncated, c.direct,
+                               c.hint_entry, c.hint_seq, c.control, c.answered, touched, stopped, rows);
+    Py_XDECREF(touched);
+    Py_XDECREF(stopped);
+    Py_XDECREF(rows);
 out:
     PyMem_RawFree(iov);
     PyBuffer_Release(&ring);

@@ -379,8 +379,10 @@ class Endpoint:
         classes = out.drop_classes
         if not classes.any():  # one class (reliable messages, and lossy ones without eligible packets)
             groups = [(0, np.arange(spec.pkt_count, dtype=np.int64))]
-        else:
-            groups = [(int(c), np.flatnonzero(classes == c)) for c in np.unique(classes)]
+        else:  # one stable sort splits the packets by class, each class in sequence order
+            order = np.argsort(classes, kind="stable")
+            ends = np.cumsum(np.bincount(classes, minlength=NUM_DROP_CLASSES))
+            groups = [(c, order[ends[c] - n : ends[c]]) for c, n in enumerate(np.diff(ends, prepend=0)) if n]
         per_call = self._per_call()
         for gi, (cls, seqs) in enumerate(groups):
             for start in range(0, seqs.size, per_call):
@@ -551,9 +553,10 @@ class Endpoint:
             self._handle(got.result, now)
             for start, nbytes, seg in got.runs:
                 self._handle(self.asm.ingest(fast.buf[start : start + nbytes], seg_size=seg, now=now), now)
-            last = IngestResult()
-            fast.apply_last(self.asm, last, now)
-            self._handle(last, now)
+            if got.last:
+                last = IngestResult()
+                fast.apply_last(self.asm, got, last, now)
+                self._handle(last, now)
             if got.control:  # what C saw of PROBEs and STOPs, after the data as on the Python path
                 for msg, seq in fast.probes():
                     self._heard[msg.key.src] = now
@@ -737,11 +740,12 @@ class Endpoint:
             if not out.fed_back:
                 out.fed_back = True
                 self.pacer.on_feedback(0.0)
-            for c in np.unique(out.drop_classes):
-                sel = out.drop_classes == c
+            sent = np.bincount(out.drop_classes, minlength=NUM_DROP_CLASSES)
+            gone = np.bincount(out.drop_classes[lost], minlength=NUM_DROP_CLASSES) if payload else sent * 0
+            for c in np.flatnonzero(sent):
                 entry = self.send_stats.lost_by_drop_class.setdefault(int(c), [0, 0])
-                entry[0] += int(np.count_nonzero(lost & sel))
-                entry[1] += int(np.count_nonzero(sel))
+                entry[0] += int(gone[c])
+                entry[1] += int(sent[c])
         elif payload:
             for c in np.unique(out.drop_classes[lost]):
                 self.send_stats.lost_by_drop_class.setdefault(int(c), [0, 0])[0] += int(

@@ -21,7 +21,7 @@ import logging
 import socket
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 
 import numpy as np
@@ -31,8 +31,9 @@ from dlcp.drops import DropReason
 from dlcp.host.loss import LossInjector
 from dlcp.host.udp import MAX_GSO_BYTES, MAX_GSO_SEGMENTS
 from dlcp.message import Message, MessageKey, MessageSpec
-from dlcp.packetizer import HeaderTemplate, build_headers
+from dlcp.packetizer import HeaderTemplate
 from dlcp.protocol import HEADER_FIELDS, HEADER_SIZE, INVARIANT_BYTES, VERSION, DType, Flag, PacketType
+from dlcp.wire import Header
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ ENTRY_DTYPE = np.dtype(
     }
 )  # fmt: skip
 """One expected message, as ``entry_t`` in host/_fastpath.c."""
+_ENTRY_STRUCT = struct.Struct("<28sIQQIIII28s36x")
+"""The input fields of ENTRY_DTYPE, packed (the output fields after them start zero)."""
 
 _KEY_ROW = 20
 """Header bytes a control table row keeps: kind and dtype, and the message key (job, src, token, msg_id, round)."""
@@ -88,6 +91,7 @@ and statistics lag by at most this much."""
 _STORE, _STORE_RELIABLE = 0, 4
 _OPS = {DType.FLOAT32: 1, DType.FLOAT64: 2, DType.INT32: 3}  # reduce-on-receive ops in C
 _FIELD = {f.name: f for f in HEADER_FIELDS}
+_LEN_AT = _FIELD["length"].offset
 _module: ModuleType | None = None
 _tried = False
 _load_error = ""
@@ -139,6 +143,11 @@ class FastBatch:
     """Control packets C handled (PROBEs answered or reported, STOPs reported)."""
     answered: int = 0
     """Of those, PROBEs of completed messages that C answered with a STOP itself."""
+    touched: list[tuple[int, int, int, int, bool, bool, int]] = field(default_factory=list)
+    """Table entries C placed into, saw LAST or a PROBE for: (index, packets, elements, priority, last, probed,
+    probe id), built by C so that booking reads no numpy table."""
+    last: bool = False
+    """Some entry saw a LAST flag (:meth:`FastReceiver.apply_last` has work)."""
 
 
 class FastReceiver:
@@ -188,6 +197,9 @@ class FastReceiver:
         self._sends = np.zeros(0, dtype=SEND_DTYPE)
         self._send_keys: list[MessageKey] = []
         self._sends_generation = -1
+        self._touched: list[tuple[int, int, int, int, bool, bool, int]] = []
+        self._stopped: list[int] = []
+        self._answered_rows: list[int] = []
         self.control = 0
         """Control packets handled in C."""
         self.answered = 0
@@ -252,16 +264,15 @@ class FastReceiver:
 
     def probes(self) -> list[tuple[Message, int]]:
         """(message, probe id) of each expected message C saw a PROBE for in the last call."""
-        entries = self._entries
-        return [(self._msgs[i], int(entries[i]["probe_seq"])) for i in np.flatnonzero(entries["probed"])]
+        return [(self._msgs[t[0]], t[6]) for t in self._touched if t[5]]
 
     def stops(self) -> list[MessageKey]:
         """Sends C saw a STOP (no bitmap) for in the last call."""
-        return [self._send_keys[i] for i in np.flatnonzero(self._sends["stopped"])]
+        return [self._send_keys[i] for i in self._stopped]
 
     def answered_sources(self) -> list[int]:
         """Ranks whose probes C answered in the last call (they are alive)."""
-        return [self._done_src[i] for i in np.flatnonzero(self._done["answered"][: self._ndone])]
+        return [self._done_src[i] for i in self._answered_rows]
 
     def receive(self, timeout_s: float, loss: LossInjector | None) -> FastBatch | None:
         """Wait up to ``timeout_s`` for data and take one batch; ``None`` if nothing came."""
@@ -273,12 +284,14 @@ class FastReceiver:
         if self._msgs:  # C returns early once a message may complete (racy reads only move that moment)
             self._entries["need"] = [m.packets_before_ready for m in self._msgs]
         hint = self._index.get(self._hint_key, -1) if self._hint_key is not None else -1
-        n, nruns, pos, injected, truncated, direct, hint, self._hint_seq, control, answered = self._c.rx_batch(
+        got = self._c.rx_batch(
             self.fd, self.buf, self.slot_bytes, self.seg_size, self.slots, max(0, int(timeout_s * 1000)),
             self._entries, len(self._entries), self._runs, self._draws if loss is not None else None,
             self._draw_pos, hint, self._hint_seq, self._gen_cell, self._generation, self.budget_us,
             self._done, self._ndone, self._sends, len(self._sends),
         )  # fmt: skip
+        n, nruns, pos, injected, truncated, direct, hint, self._hint_seq, control, answered = got[:10]
+        self._touched, self._stopped, self._answered_rows = got[10:]
         self._hint_key = self._msgs[hint].key if 0 <= hint < len(self._msgs) else None
         if n == 0:
             return None
@@ -291,8 +304,9 @@ class FastReceiver:
         if loss is not None:
             self._draw_pos = pos
             loss.dropped += injected
-        runs = [(int(a), int(b), int(c)) for a, b, c in self._runs[:nruns]]
-        return FastBatch(IngestResult(), runs, n, control, answered)
+        runs: list[tuple[int, int, int]] = self._runs[:nruns].tolist() if nruns else []
+        touched = self._touched
+        return FastBatch(IngestResult(), runs, n, control, answered, touched, any(t[4] for t in touched))
 
     def account(self, asm: Assembler, batch: FastBatch, now: float) -> None:
         """Book what C placed in the last batch (caller holds the assembler's lock).
@@ -305,19 +319,18 @@ class FastReceiver:
         if batch.control:  # accepted, as the assembler counts a control packet it decodes
             asm.counters.counts[DropReason.OK] += batch.control
             batch.result.accepted += batch.control
-        entries = self._entries
-        for i in np.flatnonzero(entries["placed"]) if len(entries) else ():
-            e = entries[i]
+        for i, placed, elems, priority, _, _, _ in batch.touched:
+            if not placed:
+                continue
             msg = self._msgs[i]
             if asm.message(msg.key) is msg:  # not completed or cancelled meanwhile
-                asm.account_placed(
-                    batch.result, msg, int(e["placed"]), int(e["priority"]), False, now, int(e["placed_elems"])
-                )
+                asm.account_placed(batch.result, msg, placed, priority, False, now, elems)
 
-    def apply_last(self, asm: Assembler, result: IngestResult, now: float) -> None:
-        """The LAST flags C saw in the last batch (after :meth:`account` and the leftover runs)."""
-        entries = self._entries
-        for i in np.flatnonzero(entries["last_seen"]) if len(entries) else ():
+    def apply_last(self, asm: Assembler, batch: FastBatch, result: IngestResult, now: float) -> None:
+        """The LAST flags C saw in ``batch`` (after :meth:`account` and the leftover runs)."""
+        for i, _, _, _, last, _, _ in batch.touched:
+            if not last:
+                continue
             msg = self._msgs[i]
             if asm.message(msg.key) is msg:
                 asm.account_placed(result, msg, 0, msg.priority, True, now)
@@ -367,29 +380,38 @@ class FastSender:
 
 
 def _entry(msg: Message, token: int) -> np.void:
-    """The table entry of one message."""
+    """The table entry of one message (one struct pack: numpy's field-by-field writes cost ten times as much)."""
     spec = msg.spec
     full_rows = spec.num_elems // spec.elems_per_packet
-    e = np.zeros(1, dtype=ENTRY_DTYPE)[0]
-    if full_rows:
-        e["inv"] = _header(spec, 0, token)[:INVARIANT_BYTES]
+    hdr = bytearray(_header(spec, 0, token)[:INVARIANT_BYTES])  # the short last packet's differs in its length
+    inv = bytes(hdr) if full_rows else bytes(INVARIANT_BYTES)
+    tail_bytes = 0
+    inv_tail = bytes(INVARIANT_BYTES)
     if full_rows < spec.pkt_count:  # a short last packet
-        e["tail_bytes"] = spec.last_packet_bytes
-        e["inv_tail"] = _header(spec, spec.pkt_count - 1, token)[:INVARIANT_BYTES]
-    e["full_rows"] = full_rows
-    e["dst"] = msg.view.ctypes.data
-    e["received"] = msg.received.ctypes.data
-    e["pb"] = spec.packet_bytes
-    e["epp"] = spec.elems_per_packet
+        tail_bytes = int(spec.last_packet_bytes)
+        hdr[_LEN_AT : _LEN_AT + 2] = tail_bytes.to_bytes(2, "big")
+        inv_tail = bytes(hdr)
     if msg.accumulate:
-        e["op"] = _OPS[spec.dtype]
+        op = _OPS[spec.dtype]
     else:  # a message that completes only whole may be received straight into place (host/_fastpath.c)
-        e["op"] = _STORE_RELIABLE if spec.max_missing_elems == 0 else _STORE
-    return e
+        op = _STORE_RELIABLE if spec.max_missing_elems == 0 else _STORE
+    packed = _ENTRY_STRUCT.pack(
+        inv, full_rows, msg.view.ctypes.data, msg.received.ctypes.data, spec.packet_bytes, spec.elems_per_packet,
+        op, tail_bytes, inv_tail,
+    )  # fmt: skip
+    return np.frombuffer(packed, dtype=ENTRY_DTYPE)[0]
 
 
 def _header(spec: MessageSpec, seq: int, token: int) -> np.ndarray:
-    return build_headers(spec, np.array([seq], dtype=np.int64), token=token, priority=0, last=False)[1][0]
+    """Packet ``seq``'s header with flags, priority and drop class zero (one struct pack, not the batch builder)."""
+    key = spec.key
+    hdr = Header(
+        PacketType.DATA, job_id=key.job_id, src=key.src, token=token, msg_id=key.msg_id, round=key.round,
+        layer=spec.layer, kind=spec.kind, dtype=spec.dtype, seq=seq, pkt_count=spec.pkt_count,
+        offset=seq * spec.elems_per_packet,
+        length=spec.last_packet_bytes if seq == spec.pkt_count - 1 else spec.packet_bytes,
+    )  # fmt: skip
+    return np.frombuffer(hdr.pack(), dtype=np.uint8).copy()
 
 
 def _placeable(msg: Message) -> bool:

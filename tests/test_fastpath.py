@@ -20,7 +20,8 @@ from dlcp.host import fastpath
 from dlcp.host.loss import LossInjector, LossSpec
 from dlcp.host.udp import open_socket
 from dlcp.message import NUMPY_DTYPE, MessageKey, MessageSpec
-from dlcp.protocol import HEADER_SIZE, DType, MessageKind, PacketType
+from dlcp.packetizer import HeaderTemplate
+from dlcp.protocol import HEADER_SIZE, DType, Flag, MessageKind, PacketType
 from dlcp.wire import Header
 
 pytestmark = pytest.mark.fastpath  # skipped without the C module, failed under make test (conftest.py)
@@ -71,7 +72,7 @@ class Pair:
             self.fast.account(asm, got, 0.0)
             for start, nbytes, seg in got.runs:
                 self.control += asm.ingest(self.fast.buf[start : start + nbytes], seg_size=seg).control
-            self.fast.apply_last(asm, got.result, 0.0)
+            self.fast.apply_last(asm, got, got.result, 0.0)
         return total
 
 
@@ -163,6 +164,52 @@ def test_gso_batches_are_placed_in_c(pair: Pair) -> None:
     # A reliable stored message continues where the last batch stopped: the kernel
     # wrote the later batches straight into place.
     assert pair.fast.direct > spec.pkt_count // 3
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_a_short_last_packet_is_placed_in_c_too(pair: Pair, accumulate: bool) -> None:
+    """The table entry carries the short last packet's header bytes (its own length field): C places it."""
+    spec = _spec(8, 64 * 5 + 17, DType.FLOAT32)  # 5 full packets and one of 17 elements
+    values = _values(spec.num_elems, DType.FLOAT32, 8)
+    asm = _assembler()
+    out = np.ones_like(values)
+    msg = asm.expect(spec, out, accumulate=accumulate)
+    calls = []
+    orig = asm.ingest
+    asm.ingest = lambda *a, **k: calls.append(a) or orig(*a, **k)  # type: ignore[method-assign]
+    pair.send(packets(spec, values, last=False).packets())
+    pair.drain(asm, quiet_s=0.05)
+    assert msg.done and msg.lost_elems == 0
+    np.testing.assert_array_equal(out, values + 1 if accumulate else values)
+    assert calls == [], "the assembler saw nothing: the short last packet too was C's"
+
+
+def test_early_packets_leave_one_run_per_call(pair: Pair) -> None:
+    """Packets of a message not posted yet, over many GRO datagrams: one run per call for the assembler to
+    stash, not one per datagram; replayed when the message is posted, they complete it exactly."""
+    spec = _spec(9, 64 * 200, DType.FLOAT32)
+    values = _values(spec.num_elems, DType.FLOAT32, 9)
+    asm = _assembler()
+    _gso_send(pair, spec, values, np.arange(spec.pkt_count))
+    calls = runs = datagrams = 0
+    deadline = time.monotonic() + 5.0
+    while asm.stash_bytes < spec.pkt_count * pair.fast.seg_size and time.monotonic() < deadline:
+        pair.fast.refresh(asm)
+        got = pair.fast.receive(0.05, None)
+        if got is None:
+            continue
+        calls += 1
+        runs += len(got.runs)
+        datagrams += got.datagrams
+        for start, nbytes, seg in got.runs:
+            asm.ingest(pair.fast.buf[start : start + nbytes], seg_size=seg)
+    assert asm.stash_bytes == spec.pkt_count * pair.fast.seg_size
+    assert datagrams > calls, "some call took several GRO datagrams"
+    assert runs == calls, "adjacent leftovers of one call make one run"
+    out = np.zeros_like(values)
+    msg = asm.expect(spec, out)
+    assert msg.done
+    np.testing.assert_array_equal(out, values)
 
 
 def test_wrong_guesses_in_direct_placement_are_repaired(pair: Pair) -> None:
@@ -380,3 +427,37 @@ def test_a_control_packet_ends_the_call_and_the_budget_bounds_it(pair: Pair) -> 
     got = fast.receive(0.5, None)  # the 15 left, then nothing more within the budget
     assert got is not None and got.datagrams == 15 and got.runs == []
     assert time.monotonic() - t0 >= 0.04
+
+
+def test_repeated_control_packets_in_one_call_are_reported_once(pair: Pair) -> None:
+    """Two PROBEs of an expected message and two STOPs of a send in one call: C reports each once, the probe
+    with the newer id (the sender takes an answer to an older one as stale); a STOP that says it carries a
+    bitmap it lacks is left to the assembler, which drops and counts it."""
+    spec = _spec(23, 64 * 4, DType.FLOAT32)  # rank 1's message to this rank
+    asm = _assembler()
+    msg = asm.expect(spec, np.zeros(spec.num_elems, np.float32))
+    sending = MessageSpec(MessageKey(JOB, 0, 24, 0), MessageKind.PUSH, 64 * 4, EPP, DType.FLOAT32)  # ours to rank 1
+    fast = fastpath.FastReceiver(pair.rx, HEADER_SIZE + EPP * 4, slots=8)
+    fast.refresh(asm)
+    fast.track_sends(1, lambda: [(sending.key, HeaderTemplate(sending, TOKEN).row)])
+
+    def probe(seq: int) -> bytes:
+        return Header(PacketType.PROBE, job_id=JOB, src=1, token=TOKEN, msg_id=23, pkt_count=4, seq=seq).pack()
+
+    def stop(seq: int, length: int = 0) -> bytes:
+        return Header(
+            PacketType.STOP, Flag.FINAL, job_id=JOB, src=0, token=TOKEN, msg_id=24, pkt_count=4, seq=seq, length=length
+        ).pack()
+
+    pair.send([probe(2), probe(1), stop(3), stop(3), stop(3, length=8)])
+    time.sleep(0.05)
+    got = fast.receive(0.5, None)
+    assert got is not None and got.datagrams >= 1
+    assert got.control == 4 and got.answered == 0
+    assert fast.probes() == [(msg, 2)], "one report, with the newest probe id"
+    assert fast.stops() == [sending.key], "one report for the two STOPs"
+    assert sum(nbytes for _, nbytes, _ in got.runs) == HEADER_SIZE, "the malformed STOP is the assembler's"
+    for start, nbytes, seg in got.runs:
+        result = asm.ingest(fast.buf[start : start + nbytes], seg_size=seg)
+        assert result.dropped == 1 and not result.control
+    assert asm.counters[DropReason.TRUNCATED] == 1
