@@ -92,6 +92,7 @@ control DlcpIngress(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
             trim_headers.apply(hdr.pkt);
             ig_dprsr_md.mirror_type = MIRROR_TYPE_TRIM;
             meta.trim_session = TRIM_SESSION_BASE + (MirrorId_t) meta.dlcp.egress_port;
+            meta.mirror_kind = PKT_KIND_TRIMMED;
             ig_dprsr_md.drop_ctl = 1;
             exit;
         } else if (meta.dlcp.congested) {
@@ -108,14 +109,23 @@ control DlcpIngress(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
 
 control DlcpIngressDeparser(packet_out pkt, inout ingress_headers_t hdr, in ingress_metadata_t meta,
                             in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
-    Mirror(MIRROR_TYPE_TRIM) trim_mirror;
+    // Mirror() selected by the `if`, not Mirror(MIRROR_TYPE_TRIM): the Tofino
+    // compiler adds a Mirror() of its own to this deparser, selected by an
+    // `if` on mirror_type, and refuses to mix the two forms ("Inconsistent
+    // mirror selectors"). p4c's front end calls the form deprecated.
+    Mirror() trim_mirror;
+    Checksum() ipv4_checksum;
     PacketDeparser() packet_deparser;
 
-    // The IPv4 checksum was updated incrementally in ingress (common/next_hop.p4).
     apply {
         if (ig_dprsr_md.mirror_type == MIRROR_TYPE_TRIM) {
-            trim_mirror.emit<bridge_h>(meta.trim_session, {PKT_KIND_TRIMMED});
+            trim_mirror.emit<bridge_h>(meta.trim_session, {meta.mirror_kind});
         }
+        // The incremental update of common/next_hop.p4, ~(~HC + ~m + m'):
+        // Checksum.update is the one's complement of the one's complement sum.
+        hdr.pkt.ipv4.hdr_checksum = ipv4_checksum.update({
+            meta.dlcp.ipv4_checksum_inv, meta.dlcp.ipv4_ttl_inv, meta.dlcp.ipv4_protocol_inv,
+            meta.dlcp.ipv4_total_len_inv, hdr.pkt.ipv4.ttl, hdr.pkt.ipv4.protocol, hdr.pkt.ipv4.total_len});
         pkt.emit(hdr.bridge);
         packet_deparser.apply(pkt, hdr.pkt);
     }

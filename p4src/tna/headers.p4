@@ -37,6 +37,9 @@ struct ingress_headers_t {
 struct ingress_metadata_t {
     local_metadata_t dlcp;
     MirrorId_t trim_session;
+    // The mirror header's kind (PKT_KIND_TRIMMED), set in ingress: Tofino
+    // takes a mirror header's fields from the PHV only, never a constant.
+    pkt_kind_t mirror_kind;
 }
 
 struct egress_headers_t {

@@ -65,8 +65,16 @@ control QueueOccupancy(inout local_metadata_t meta, in bool is_drain, in port_cl
         } else {
             congested = admit.execute(meta.port_class);
         }
-        meta.congested = congested == 1;
-        meta.trim = meta.congested && meta.on_congestion == ON_CONGESTION_TRIM;
+        // if/else, not `meta.congested = congested == 1`: Tofino cannot make
+        // a bool from a comparison in an action ("source of modify_field invalid").
+        meta.congested = false;
+        meta.trim = false;
+        if (congested == 1) {
+            meta.congested = true;
+            if (meta.on_congestion == ON_CONGESTION_TRIM) {
+                meta.trim = true;
+            }
+        }
     }
 }
 
