@@ -5,7 +5,13 @@
 //
 // This file only includes and wires the controls.
 #include <core.p4>
+// The Tofino compiler's driver sets __TARGET_TOFINO__ to the chip: 1 for
+// Tofino (--arch tna), 2 for Tofino 2 (--arch t2na).
+#if __TARGET_TOFINO__ == 2
+#include <t2na.p4>
+#else
 #include <tna.p4>
+#endif
 
 #include "../common/headers.p4"
 #include "../common/parser.p4"
