@@ -1,4 +1,4 @@
-"""Finding the Tofino compiler (dlcp.p4.tools): bf-p4c, or a p4c driver with p4c-barefoot beside it, never p4c's plain driver.
+"""Finding the Tofino compiler (dlcp.p4.tools): bf-p4c, or a p4c with p4c-barefoot beside it, never plain p4c.
 
 Fake executables only: nothing here runs a compiler.
 """
