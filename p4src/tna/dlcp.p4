@@ -72,44 +72,47 @@ control DlcpIngress(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
         port_class_t drain_slot = (dlcp_port_t) hdr.pktgen.batch_id ++ (dlcp_class_t) hdr.pktgen.packet_id;
         if (!is_drain) {
             routing.apply(hdr.pkt, meta.dlcp);
+            // Classification reads only headers, so unlike on v1model it does
+            // not wait for the route: it runs in the same stages as
+            // ipv4_routes (its result is unused when routing drops).
+            classification.apply(hdr.pkt, meta.dlcp);
             if (!meta.dlcp.routed_drop) {
-                classification.apply(hdr.pkt, meta.dlcp);
                 ecmp.apply(hdr.pkt, meta.dlcp);
             }
-            if (meta.dlcp.routed_drop) {
-                ig_dprsr_md.drop_ctl = 1;
-                exit;
+            if (!meta.dlcp.routed_drop) {
+                next_hop_rewrite.apply(hdr.pkt, meta.dlcp);
+                meta.dlcp.port_class = meta.dlcp.egress_port ++ meta.dlcp.queue;
+                selective_drop.apply(hdr.pkt, meta.dlcp);
             }
-            next_hop_rewrite.apply(hdr.pkt, meta.dlcp);
-            meta.dlcp.port_class = meta.dlcp.egress_port ++ meta.dlcp.queue;
-            selective_drop.apply(hdr.pkt, meta.dlcp);
         }
-        occupancy.apply(meta.dlcp, is_drain, drain_slot, hdr.drain.packets);
-        if (is_drain) {
+        congestion_action_t verdict;
+        occupancy.apply(meta.dlcp, is_drain, drain_slot, hdr.drain.packets, verdict);
+        // No `exit`: each outcome is one branch, so the compiler sees the
+        // branches exclude each other.
+        if (is_drain || meta.dlcp.routed_drop) {
             ig_dprsr_md.drop_ctl = 1;
-            exit;
+        } else {
+            drop_counters.apply(meta.dlcp, verdict);
+            if (verdict == ON_CONGESTION_TRIM) {
+                // Ingress cannot cut the payload: the trim mirror session of the
+                // egress port truncates the copy and enqueues it in TRIM_QUEUE;
+                // the original is dropped (drop_ctl bit 0 spares mirror copies).
+                // No bridged header: the copy carries the mirror header instead.
+                trim_headers.apply(hdr.pkt);
+                ig_dprsr_md.mirror_type = MIRROR_TYPE_TRIM;
+                meta.trim_session = TRIM_SESSION_BASE + (MirrorId_t) meta.dlcp.egress_port;
+                meta.mirror_kind = PKT_KIND_TRIMMED;
+                ig_dprsr_md.drop_ctl = 1;
+            } else if (verdict == ON_CONGESTION_DROP) {
+                ig_dprsr_md.drop_ctl = 1;
+            } else {
+                ig_tm_md.ucast_egress_port = meta.dlcp.egress_port;
+                ig_tm_md.qid = (QueueId_t) meta.dlcp.queue;
+                ig_tm_md.ingress_cos = (bit<3>) meta.dlcp.queue;
+                hdr.bridge.setValid();
+                hdr.bridge.kind = PKT_KIND_BRIDGED;
+            }
         }
-        drop_counters.apply(meta.dlcp);
-        if (meta.dlcp.trim) {
-            // Ingress cannot cut the payload: the trim mirror session of the
-            // egress port truncates the copy and enqueues it in TRIM_QUEUE;
-            // the original is dropped (drop_ctl bit 0 spares mirror copies).
-            // No bridged header: the copy carries the mirror header instead.
-            trim_headers.apply(hdr.pkt);
-            ig_dprsr_md.mirror_type = MIRROR_TYPE_TRIM;
-            meta.trim_session = TRIM_SESSION_BASE + (MirrorId_t) meta.dlcp.egress_port;
-            meta.mirror_kind = PKT_KIND_TRIMMED;
-            ig_dprsr_md.drop_ctl = 1;
-            exit;
-        } else if (meta.dlcp.congested) {
-            ig_dprsr_md.drop_ctl = 1;
-            exit;
-        }
-        ig_tm_md.ucast_egress_port = meta.dlcp.egress_port;
-        ig_tm_md.qid = (QueueId_t) meta.dlcp.queue;
-        ig_tm_md.ingress_cos = (bit<3>) meta.dlcp.queue;
-        hdr.bridge.setValid();
-        hdr.bridge.kind = PKT_KIND_BRIDGED;
     }
 }
 
