@@ -151,12 +151,15 @@ def tofino_command(target: str, out: Path, driver: Path) -> list[str]:
     """The Tofino compiler's command line for ``target`` (a key of :data:`TOFINO_TARGETS`).
 
     ``-g`` makes it write its resource report (``pipe/logs/resources.json``), which is only written
-    with debug information on; the P4Info it writes is compared with the v1model one by the tests.
+    with debug information on. ``--p4runtime-force-std-externs`` writes the counters and the register
+    as standard P4Info ``counters`` and ``registers`` (as Stratum needs, and as in the v1model P4Info,
+    which the tests compare it with) rather than as Tofino ``externs``.
     """
     chip, arch = TOFINO_TARGETS[target]
     return [
         str(driver), "--target", chip, "--arch", arch, "-g", "-I", str(P4SRC), "-o", str(out),
-        "--p4runtime-files", str(out / "dlcp.p4info.txtpb"), str(TNA_PROGRAM),
+        "--p4runtime-files", str(out / "dlcp.p4info.txtpb"), "--p4runtime-force-std-externs",
+        str(TNA_PROGRAM),
     ]  # fmt: skip
 
 
