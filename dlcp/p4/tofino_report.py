@@ -87,12 +87,13 @@ def _load(path: Path) -> Any:
 
 
 def _stage_numbers(node: Any) -> set[int]:
-    """Every ``stage_number`` anywhere below ``node`` (a table's parts nest differently per table kind)."""
+    """Every MAU ``stage_number`` anywhere below ``node`` (a table's parts nest differently per table kind)."""
     found: set[int] = set()
     if isinstance(node, dict):
         for key, value in node.items():
             if key == "stage_number" and isinstance(value, int):
-                found.add(value)
+                if value >= 0:  # -1: phase 0, the port metadata table in the parser, not a MAU stage
+                    found.add(value)
             else:
                 found |= _stage_numbers(value)
     elif isinstance(node, list):
@@ -157,7 +158,8 @@ def resources_from_json(resources: Any, source: str = "resources.json") -> tuple
                     items = [b for b in items if b.get("byte_type") == kind]
                 used += len(items)
                 available += _capacity(node, *cap_keys)
-            # Stages with nothing placed may be left out of the list: count their units too.
+            # The list stops at the last stage either gress uses (they share the stages): the chip's
+            # total counts the stages after it too.
             if stages and len(stages) < n_stages:
                 available = available // len(stages) * n_stages
             totals.append(Resource(name, used, available))
