@@ -88,8 +88,8 @@ $(SIM_STAMP): $(DEPS_STAMP)
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache
 
-# Compile the P4 programs into build/p4/ with whichever of p4c-bm2-ss, p4test and
-# bf-p4c are installed (PATH or $DLCP_P4_BIN_DIR); see docs/switch.md.
+# Compile the P4 programs into build/p4/ with whichever of p4c-bm2-ss, p4test and the
+# Tofino compiler are installed (PATH, $DLCP_P4_BIN_DIR, $DLCP_TOFINO_P4C); see docs/switch.md.
 .PHONY: p4
 p4: venv
 	$(VENV)/bin/dlcp p4 build

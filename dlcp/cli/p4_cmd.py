@@ -16,6 +16,7 @@ log = logging.getLogger(__name__)
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     from dlcp.p4.build import DEFAULT_OUT, ROOT, TARGETS
+    from dlcp.p4.tools import TOFINO_P4C_ENV
 
     area = sub.add_parser("p4", help="P4 programs: generate constants and vectors, build, run vectors on BMv2")
     verbs = area.add_subparsers(dest="verb", metavar="VERB", required=True)
@@ -35,17 +36,25 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     build = verbs.add_parser(
         "build",
-        help="compile: p4c-bm2-ss (v1model); p4test and bf-p4c when installed (TNA)",
+        help="compile: p4c-bm2-ss (v1model), p4test (tna), the Tofino compiler (tofino, tofino2)",
         formatter_class=fmt,
     )
-    build.add_argument("--target", choices=[*TARGETS, "all"], default="all", help="which architecture")
+    build.add_argument(
+        "--target",
+        choices=[*TARGETS, "all"],
+        default="all",
+        help="what to build: all = v1model, tna (p4c's front end) and tofino when its compiler is installed; "
+        "tofino and tofino2 need the Tofino compiler (bf-p4c, or p4c with p4c-barefoot beside it, on PATH "
+        f"or in ${TOFINO_P4C_ENV}) and print its stage and resource use",
+    )
     build.add_argument("--out", type=Path, default=DEFAULT_OUT, help="build folder (not committed)")
     build.add_argument("--update-p4info", action="store_true", help="copy the fresh v1model P4Info into p4src/")
     build.add_argument(
         "--strict",
         action="store_true",
         help="fail on unexpected compiler warnings, and refuse to start when a required compiler is missing "
-        "(p4c-bm2-ss for v1model; p4test and Tofino's tna.p4 for tna; bf-p4c is never required)",
+        "(p4c-bm2-ss for v1model; p4test and Tofino's tna.p4 for tna; the Tofino compiler only when "
+        "--target names tofino or tofino2, which need it anyway)",
     )
     build.add_argument("--json", action="store_true", help="print the results as JSON")
     build.set_defaults(func=_build)
@@ -97,11 +106,16 @@ def _sync(files: dict[Path, str], check: bool) -> int:
 def _build(args: argparse.Namespace) -> int:
     from dlcp.p4 import build
 
-    targets = build.TARGETS if args.target == "all" else (args.target,)
-    if args.strict:
+    targets = build.ALL if args.target == "all" else (args.target,)
+    if args.target in build.TOFINO_TARGETS:
+        # Naming a Tofino target asks for its compiler: absent, nothing is built.
         missing = build.missing(targets)
         if missing:
             # OSError: main() prints it as "dlcp: error: ..." and exits with 2, as `dlcp p4 vectors` does.
+            raise OSError(f"{'; '.join(missing)}. docs/switch.md, 'Getting the Tofino compiler', says how")
+    if args.strict:
+        missing = build.missing(tuple(t for t in targets if t not in build.TOFINO_TARGETS))
+        if missing:
             raise OSError(
                 f"--strict: {'; '.join(missing)}. Install p4c (docs/switch.md, 'Getting p4c and BMv2') "
                 "or build without --strict, which skips what is missing"
@@ -122,8 +136,13 @@ def _build(args: argparse.Namespace) -> int:
                 sys.stdout.write(f"{r.target:8} {r.tool:11} {status}, {len(r.warnings)} warning(s){note}\n")
                 if r.output and (not r.ok or r.warnings):
                     sys.stdout.write(r.output + "\n")
-        # Under --strict every required compiler was found above; bf-p4c (Intel's) may still be skipped.
-        if (r.skipped is None and not r.ok) or (args.strict and r.unexpected_warnings):
+                if r.report is not None:
+                    sys.stdout.write(r.report.table() + "\n")
+                if r.report_error is not None:
+                    sys.stdout.write(f"no resource report: {r.report_error}\n")
+        # Under --strict every required compiler was found above; with --target all the Tofino
+        # compiler may still be skipped.
+        if (r.skipped is None and not r.ok) or (args.strict and r.unexpected_warnings) or r.report_error:
             rc = 1
     if args.update_p4info:
         v1 = next((r for r in results if r.target == "v1model"), None)

@@ -1,8 +1,9 @@
-"""Compiling the P4 programs: p4c-bm2-ss for v1model, p4test (and bf-p4c when present) for TNA.
+"""Compiling the P4 programs: p4c-bm2-ss for v1model, p4test for TNA, the Tofino compiler when present.
 
 Outputs go to a build folder (``build/p4/`` by default, never committed). The
 v1model P4Info is also committed as ``p4src/v1model/dlcp.p4info.txtpb``;
-:func:`refresh_p4info` copies a fresh one there.
+:func:`refresh_p4info` copies a fresh one there. The Tofino compiler's
+resource reports are read by :mod:`dlcp.p4.tofino_report`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlcp.p4 import tools
+from dlcp.p4 import tofino_report, tools
 
 log = logging.getLogger(__name__)
 
@@ -26,11 +27,16 @@ TNA_PROGRAM = P4SRC / "tna" / "dlcp.p4"
 COMMITTED_P4INFO = P4SRC / "v1model" / "dlcp.p4info.txtpb"
 DEFAULT_OUT = ROOT / "build" / "p4"
 
-TARGETS = ("v1model", "tna")
+TOFINO_TARGETS = {"tofino": ("tofino", "tna"), "tofino2": ("tofino2", "t2na")}
+"""``--target`` of the Tofino compiler -> (its ``--target``, its ``--arch``), for p4src/tna/dlcp.p4."""
+
+TARGETS = ("v1model", "tna", *TOFINO_TARGETS)
+ALL = ("v1model", "tna", "tofino")
+"""What ``--target all`` builds. The Tofino compiler runs when it is installed and is then not required:
+no CI machine has it (it takes over an hour to build, docs/switch.md)."""
 
 REQUIRED = {"v1model": (tools.P4C_BM2_SS,), "tna": (tools.P4TEST,)}
-"""The compilers each target needs. bf-p4c (Intel's Tofino compiler) runs when installed and is
-never required: it is not open source, so no CI machine has it."""
+"""The p4c tools each target needs; the Tofino targets need the Tofino compiler (``tools.find_tofino_compiler``)."""
 
 TNA_INCLUDE_MISSING = (
     f"Tofino's tna.p4 not found (set ${tools.TNA_INCLUDE_ENV} to p4c's backends/tofino/bf-p4c/p4include)"
@@ -57,6 +63,10 @@ class StepResult:
     output: str = ""
     skipped: str | None = None
     artifacts: list[Path] = field(default_factory=list)
+    report: tofino_report.Report | None = None
+    """The Tofino compiler's stage and resource use, when it ran and wrote its reports."""
+    report_error: str | None = None
+    """Why the reports of a successful Tofino compile could not be read."""
 
     @property
     def warnings(self) -> list[str]:
@@ -81,11 +91,13 @@ class StepResult:
             "unexpected_warnings": self.unexpected_warnings,
             "artifacts": [str(a) for a in self.artifacts],
             "output": self.output,
+            "resources": self.report.as_dict() if self.report is not None else None,
+            "report_error": self.report_error,
         }
 
 
-def _run(target: str, tool: str, args: list[str], artifacts: list[Path]) -> StepResult:
-    exe = tools.find(tool)
+def _run(target: str, tool: str, args: list[str], artifacts: list[Path], exe: Path | None = None) -> StepResult:
+    exe = exe or tools.find(tool)
     if exe is None:
         return StepResult(target, tool, [tool, *args], None, skipped=tools.missing_reason(tool))
     cmd = [str(exe), *args]
@@ -108,6 +120,11 @@ def missing(targets: tuple[str, ...] = TARGETS) -> list[str]:
     """Why the required compilers of ``targets`` cannot run: one sentence each; empty when they all can."""
     why = []
     for target in targets:
+        if target in TOFINO_TARGETS:
+            reason = tools.tofino_missing_reason()
+            if reason is not None:
+                why.append(f"{reason}, needed for {target}")
+            continue
         reason = tools.missing_reason(*REQUIRED[target])
         if reason is None and target == "tna" and tools.tna_include_dir() is None:
             reason = TNA_INCLUDE_MISSING
@@ -116,33 +133,65 @@ def missing(targets: tuple[str, ...] = TARGETS) -> list[str]:
     return why
 
 
-def check_tna(out: Path = DEFAULT_OUT) -> StepResult:
-    """p4c's front and mid end (``p4test``) on the TNA program, with Tofino's ``tna.p4`` includes."""
+def check_tna(out: Path = DEFAULT_OUT, chip: int = 1) -> StepResult:
+    """p4c's front and mid end (``p4test``) on the TNA program, with Tofino's includes.
+
+    ``chip`` is what the Tofino driver sets ``__TARGET_TOFINO__`` to: 1 (``tna.p4``) or 2 (``t2na.p4``).
+    """
     inc = tools.tna_include_dir()
     if inc is None and tools.find(tools.P4TEST) is not None:
         return StepResult("tna", tools.P4TEST, [tools.P4TEST], None, skipped=TNA_INCLUDE_MISSING)
     d = out / "tna"
     d.mkdir(parents=True, exist_ok=True)
-    args = ["--std", "p4-16", "-D__TARGET_TOFINO__=1", "-I", str(inc), str(TNA_PROGRAM)]
+    args = ["--std", "p4-16", f"-D__TARGET_TOFINO__={chip}", "-I", str(inc), str(TNA_PROGRAM)]
     return _run("tna", tools.P4TEST, args, [])
 
 
-def build_tna(out: Path = DEFAULT_OUT) -> StepResult:
-    """``bf-p4c`` (Intel's Tofino compiler, from the SDE) when installed."""
-    d = out / "tna"
-    d.mkdir(parents=True, exist_ok=True)
-    p4info = d / "dlcp.p4info.txtpb"
-    args = ["--arch", "tna", "--target", "tofino", "-o", str(d), "--p4runtime-files", str(p4info)]
-    return _run("tna", tools.BF_P4C, [*args, str(TNA_PROGRAM)], [p4info])
+def tofino_command(target: str, out: Path, driver: Path) -> list[str]:
+    """The Tofino compiler's command line for ``target`` (a key of :data:`TOFINO_TARGETS`).
+
+    ``-g`` makes it write its resource report (``pipe/logs/resources.json``), which is only written
+    with debug information on. ``--p4runtime-force-std-externs`` writes the counters and the register
+    as standard P4Info ``counters`` and ``registers`` (as Stratum needs, and as in the v1model P4Info,
+    which the tests compare it with) rather than as Tofino ``externs``.
+    """
+    chip, arch = TOFINO_TARGETS[target]
+    return [
+        str(driver), "--target", chip, "--arch", arch, "-g", "-I", str(P4SRC), "-o", str(out),
+        "--p4runtime-files", str(out / "dlcp.p4info.txtpb"), "--p4runtime-force-std-externs",
+        str(TNA_PROGRAM),
+    ]  # fmt: skip
 
 
-def build(targets: tuple[str, ...] = TARGETS, out: Path = DEFAULT_OUT) -> list[StepResult]:
+def build_tofino(target: str = "tofino", out: Path = DEFAULT_OUT) -> StepResult:
+    """The Tofino compiler (``bf-p4c``, or p4c's ``p4c`` with ``p4c-barefoot``) on the TNA program."""
+    compiler = tools.find_tofino_compiler()
+    if compiler is None:
+        return StepResult(target, tools.TOFINO_COMPILER, [], None, skipped=tools.tofino_missing_reason())
+    d = out / target
+    if d.exists():
+        shutil.rmtree(d)  # a report left from an earlier run must not pass for this one's
+    d.mkdir(parents=True)
+    cmd = tofino_command(target, d, compiler.driver)
+    result = _run(target, compiler.driver.name, cmd[1:], [d / "dlcp.p4info.txtpb"], exe=compiler.driver)
+    if result.returncode == 0:
+        result.artifacts += [a for a in tofino_report.artifacts(d) if a not in result.artifacts]
+        try:
+            result.report = tofino_report.read(d)
+        except tofino_report.ReportError as exc:
+            result.report_error = str(exc)
+    return result
+
+
+def build(targets: tuple[str, ...] = ALL, out: Path = DEFAULT_OUT) -> list[StepResult]:
     results = []
     if "v1model" in targets:
         results.append(build_v1model(out))
     if "tna" in targets:
         results.append(check_tna(out))
-        results.append(build_tna(out))
+    for target in TOFINO_TARGETS:
+        if target in targets:
+            results.append(build_tofino(target, out))
     return results
 
 

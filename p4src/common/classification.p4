@@ -67,21 +67,19 @@ control Classification(in headers_t hdr, inout local_metadata_t meta) {
         meta.is_dlcp = false;
         meta.queue = DEFAULT_QUEUE;
         meta.drop_eligible = false;
-        if (hdr.dlcp.isValid()) {
+        // A malformed DLCP packet (wrong version, unknown type, priority or
+        // drop class out of range) is forwarded as ordinary UDP: queue
+        // DEFAULT_QUEUE, 5-tuple hash, never drop-eligible. The receiver
+        // drops and counts a bad version or type; it ignores the classes
+        // (docs/switch.md, "Malformed packets"). Checked before the port, not
+        // after it (clearing is_dlcp again): on Tofino a second write of
+        // is_dlcp would cost a stage on the way to the ECMP hash.
+        if (hdr.dlcp.isValid() && hdr.dlcp.version == DLCP_VERSION && hdr.dlcp.packet_type <= DLCP_TYPE_MAX
+                && hdr.dlcp.priority < DLCP_NUM_PRIORITY_CLASSES && hdr.dlcp.drop_class < DLCP_NUM_DROP_CLASSES) {
             if (hdr.udp.dst_port == DLCP_UDP_PORT) {
                 meta.is_dlcp = true;
             } else {
                 dlcp_ports.apply();
-            }
-            // A malformed DLCP packet (wrong version, unknown type, priority or
-            // drop class out of range) is forwarded as ordinary UDP: queue
-            // DEFAULT_QUEUE, 5-tuple hash, never drop-eligible. The receiver
-            // drops and counts a bad version or type; it ignores the classes
-            // (docs/switch.md, "Malformed packets").
-            if (hdr.dlcp.version != DLCP_VERSION || hdr.dlcp.packet_type > DLCP_TYPE_MAX
-                    || hdr.dlcp.priority >= DLCP_NUM_PRIORITY_CLASSES
-                    || hdr.dlcp.drop_class >= DLCP_NUM_DROP_CLASSES) {
-                meta.is_dlcp = false;
             }
         }
         if (meta.is_dlcp) {

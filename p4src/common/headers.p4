@@ -77,6 +77,12 @@ struct local_metadata_t {
     bool congested;             // eligible and its queue is above the threshold
     bool trim;                  // congested and the threshold says trim
     port_class_t port_class;    // egress_port ++ queue: index of counters and occupancy
+    // The IPv4 checksum update (common/next_hop.p4): the complements of the
+    // checksum and of the words ingress rewrites, taken before the rewrite.
+    bit<16> ipv4_checksum_inv;
+    bit<8> ipv4_ttl_inv;
+    bit<8> ipv4_protocol_inv;
+    bit<16> ipv4_total_len_inv;
 }
 
 #endif  // DLCP_HEADERS_P4

@@ -1,31 +1,34 @@
 // The rewrite of a routed packet, shared by both architectures: the MACs of
-// the next hop the ECMP control chose, TTL - 1, and the IPv4 checksum.
+// the next hop the ECMP control chose, TTL - 1, and what the IPv4 checksum
+// update needs.
 //
 // The checksum is updated incrementally (RFC 1624, eqn. 3) rather than
 // recomputed: that works for headers with options too (which the parser does
 // not extract), and it keeps a checksum error the packet arrived with, so the
-// receiver still sees it.
+// receiver still sees it. With m the rewritten words (TTL and protocol, and
+// the total length of a trimmed packet), HC' = ~(~HC + ~m + m'): ingress
+// saves ~HC and ~m before the rewrite (here), and the architecture's checksum
+// unit sums those with m' and complements the sum after ingress (v1model:
+// update_checksum in DlcpComputeChecksum; TNA: the Checksum extern in the
+// ingress deparser). An unchanged word adds ~m + m = 0xffff, which is -0 and
+// leaves the sum as it is (the sum is never +0: m' holds a TTL >= 1).
+// Not csum16_replace-style arithmetic in an action (as before): a 32-bit sum
+// with carry folding is several dependent ALU operations, which Tofino cannot
+// do in one action ("action spanning multiple stages").
 #ifndef DLCP_NEXT_HOP_P4
 #define DLCP_NEXT_HOP_P4
 
 #include "headers.p4"
 
-// HC' = ~(~HC + ~m + m'): the checksum after the 16-bit word m becomes m'.
-bit<16> csum16_replace(in bit<16> csum, in bit<16> old_word, in bit<16> new_word) {
-    bit<32> sum = (bit<32>) ~csum + (bit<32>) ~old_word + (bit<32>) new_word;
-    sum = (sum & 0xffff) + (sum >> 16);
-    sum = (sum & 0xffff) + (sum >> 16);
-    return ~sum[15:0];
-}
-
-control NextHopRewrite(inout headers_t hdr, in local_metadata_t meta) {
+control NextHopRewrite(inout headers_t hdr, inout local_metadata_t meta) {
     apply {
+        meta.ipv4_checksum_inv = ~hdr.ipv4.hdr_checksum;
+        meta.ipv4_ttl_inv = ~hdr.ipv4.ttl;
+        meta.ipv4_protocol_inv = ~hdr.ipv4.protocol;
+        meta.ipv4_total_len_inv = ~hdr.ipv4.total_len;
         hdr.ethernet.src_addr = meta.next_hop_src_mac;
         hdr.ethernet.dst_addr = meta.next_hop_dst_mac;
-        bit<8> ttl = hdr.ipv4.ttl - 1;
-        hdr.ipv4.hdr_checksum = csum16_replace(
-            hdr.ipv4.hdr_checksum, hdr.ipv4.ttl ++ hdr.ipv4.protocol, ttl ++ hdr.ipv4.protocol);
-        hdr.ipv4.ttl = ttl;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
     }
 }
 

@@ -37,9 +37,15 @@ parser PacketParser(packet_in pkt, out headers_t hdr) {
         // ingress decides by UDP port (a constant and the dlcp_ports table)
         // whether it is DLCP. A shorter one stays plain UDP, so a truncated
         // DLCP datagram is forwarded like any other UDP datagram.
-        transition select(hdr.udp.length < MIN_DLCP_UDP_LENGTH) {
-            true: accept;
-            false: parse_dlcp;
+        // Lengths 0 .. MIN_DLCP_UDP_LENGTH - 1 (0 .. 47) as value/mask cases:
+        // Tofino's parser matches a field against values and masks only; a
+        // comparison (`length < 48`) or a range is "use of uninitialized
+        // parser value in a select" there. tests/p4/test_parser_cases.py
+        // checks that these cases cover exactly the lengths below the constant.
+        transition select(hdr.udp.length) {
+            0x0000 &&& 0xffe0: accept;  // 0 .. 31
+            0x0020 &&& 0xfff0: accept;  // 32 .. 47
+            default: parse_dlcp;
         }
     }
 

@@ -6,16 +6,17 @@
 #define DLCP_TRIMMING_P4
 
 #include "headers.p4"
-#include "next_hop.p4"
 
 control TrimHeaders(inout headers_t hdr) {
     apply {
         // docs/protocol.md section 3: type rewritten from DATA, length unchanged.
         hdr.dlcp.packet_type = DLCP_TYPE_TRIMMED;
         hdr.udp.length = MIN_DLCP_UDP_LENGTH;
-        hdr.ipv4.hdr_checksum = csum16_replace(hdr.ipv4.hdr_checksum, hdr.ipv4.total_len, TRIMMED_IPV4_TOTAL_LEN);
+        // The IPv4 checksum follows after ingress (common/next_hop.p4 saved the old total length).
         hdr.ipv4.total_len = TRIMMED_IPV4_TOTAL_LEN;
-        // IPv4 allows a zero UDP checksum; the payload it covered is gone.
+        // IPv4 allows a zero UDP checksum; the payload it covered is gone. The
+        // UDP checksum needs no other update: routing changes no field it
+        // covers (TTL is not in the pseudo-header), so neither target computes one.
         hdr.udp.checksum = 0;
     }
 }

@@ -7,14 +7,15 @@
 #ifndef DLCP_TNA_COUNTERS_P4
 #define DLCP_TNA_COUNTERS_P4
 
-control DropCounters(in local_metadata_t meta) {
+// verdict: what tna/occupancy.p4 decided (TNA has no meta.trim and meta.congested).
+control DropCounters(in local_metadata_t meta, in congestion_action_t verdict) {
     Counter<bit<64>, port_class_t>(PORT_CLASS_SLOTS, CounterType_t.PACKETS_AND_BYTES) dropped;
     Counter<bit<64>, port_class_t>(PORT_CLASS_SLOTS, CounterType_t.PACKETS_AND_BYTES) trimmed;
 
     apply {
-        if (meta.trim) {
+        if (verdict == ON_CONGESTION_TRIM) {
             trimmed.count(meta.port_class);
-        } else if (meta.congested) {
+        } else if (verdict == ON_CONGESTION_DROP) {
             dropped.count(meta.port_class);
         }
     }

@@ -5,7 +5,13 @@
 //
 // This file only includes and wires the controls.
 #include <core.p4>
+// The Tofino compiler's driver sets __TARGET_TOFINO__ to the chip: 1 for
+// Tofino (--arch tna), 2 for Tofino 2 (--arch t2na).
+#if __TARGET_TOFINO__ == 2
+#include <t2na.p4>
+#else
 #include <tna.p4>
+#endif
 
 #include "../common/headers.p4"
 #include "../common/parser.p4"
@@ -66,56 +72,69 @@ control DlcpIngress(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
         port_class_t drain_slot = (dlcp_port_t) hdr.pktgen.batch_id ++ (dlcp_class_t) hdr.pktgen.packet_id;
         if (!is_drain) {
             routing.apply(hdr.pkt, meta.dlcp);
+            // Classification reads only headers, so unlike on v1model it does
+            // not wait for the route: it runs in the same stages as
+            // ipv4_routes (its result is unused when routing drops).
+            classification.apply(hdr.pkt, meta.dlcp);
             if (!meta.dlcp.routed_drop) {
-                classification.apply(hdr.pkt, meta.dlcp);
                 ecmp.apply(hdr.pkt, meta.dlcp);
             }
-            if (meta.dlcp.routed_drop) {
-                ig_dprsr_md.drop_ctl = 1;
-                exit;
+            if (!meta.dlcp.routed_drop) {
+                next_hop_rewrite.apply(hdr.pkt, meta.dlcp);
+                meta.dlcp.port_class = meta.dlcp.egress_port ++ meta.dlcp.queue;
+                selective_drop.apply(hdr.pkt, meta.dlcp);
             }
-            next_hop_rewrite.apply(hdr.pkt, meta.dlcp);
-            meta.dlcp.port_class = meta.dlcp.egress_port ++ meta.dlcp.queue;
-            selective_drop.apply(hdr.pkt, meta.dlcp);
         }
-        occupancy.apply(meta.dlcp, is_drain, drain_slot, hdr.drain.packets);
-        if (is_drain) {
+        congestion_action_t verdict;
+        occupancy.apply(meta.dlcp, is_drain, drain_slot, hdr.drain.packets, verdict);
+        // No `exit`: each outcome is one branch, so the compiler sees the
+        // branches exclude each other.
+        if (is_drain || meta.dlcp.routed_drop) {
             ig_dprsr_md.drop_ctl = 1;
-            exit;
+        } else {
+            drop_counters.apply(meta.dlcp, verdict);
+            if (verdict == ON_CONGESTION_TRIM) {
+                // Ingress cannot cut the payload: the trim mirror session of the
+                // egress port truncates the copy and enqueues it in TRIM_QUEUE;
+                // the original is dropped (drop_ctl bit 0 spares mirror copies).
+                // No bridged header: the copy carries the mirror header instead.
+                trim_headers.apply(hdr.pkt);
+                ig_dprsr_md.mirror_type = MIRROR_TYPE_TRIM;
+                meta.trim_session = TRIM_SESSION_BASE + (MirrorId_t) meta.dlcp.egress_port;
+                meta.mirror_kind = PKT_KIND_TRIMMED;
+                ig_dprsr_md.drop_ctl = 1;
+            } else if (verdict == ON_CONGESTION_DROP) {
+                ig_dprsr_md.drop_ctl = 1;
+            } else {
+                ig_tm_md.ucast_egress_port = meta.dlcp.egress_port;
+                ig_tm_md.qid = (QueueId_t) meta.dlcp.queue;
+                ig_tm_md.ingress_cos = (bit<3>) meta.dlcp.queue;
+                hdr.bridge.setValid();
+                hdr.bridge.kind = PKT_KIND_BRIDGED;
+            }
         }
-        drop_counters.apply(meta.dlcp);
-        if (meta.dlcp.trim) {
-            // Ingress cannot cut the payload: the trim mirror session of the
-            // egress port truncates the copy and enqueues it in TRIM_QUEUE;
-            // the original is dropped (drop_ctl bit 0 spares mirror copies).
-            // No bridged header: the copy carries the mirror header instead.
-            trim_headers.apply(hdr.pkt);
-            ig_dprsr_md.mirror_type = MIRROR_TYPE_TRIM;
-            meta.trim_session = TRIM_SESSION_BASE + (MirrorId_t) meta.dlcp.egress_port;
-            ig_dprsr_md.drop_ctl = 1;
-            exit;
-        } else if (meta.dlcp.congested) {
-            ig_dprsr_md.drop_ctl = 1;
-            exit;
-        }
-        ig_tm_md.ucast_egress_port = meta.dlcp.egress_port;
-        ig_tm_md.qid = (QueueId_t) meta.dlcp.queue;
-        ig_tm_md.ingress_cos = (bit<3>) meta.dlcp.queue;
-        hdr.bridge.setValid();
-        hdr.bridge.kind = PKT_KIND_BRIDGED;
     }
 }
 
 control DlcpIngressDeparser(packet_out pkt, inout ingress_headers_t hdr, in ingress_metadata_t meta,
                             in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
-    Mirror(MIRROR_TYPE_TRIM) trim_mirror;
+    // Mirror() selected by the `if`, not Mirror(MIRROR_TYPE_TRIM): the Tofino
+    // compiler adds a Mirror() of its own to this deparser, selected by an
+    // `if` on mirror_type, and refuses to mix the two forms ("Inconsistent
+    // mirror selectors"). p4c's front end calls the form deprecated.
+    Mirror() trim_mirror;
+    Checksum() ipv4_checksum;
     PacketDeparser() packet_deparser;
 
-    // The IPv4 checksum was updated incrementally in ingress (common/next_hop.p4).
     apply {
         if (ig_dprsr_md.mirror_type == MIRROR_TYPE_TRIM) {
-            trim_mirror.emit<bridge_h>(meta.trim_session, {PKT_KIND_TRIMMED});
+            trim_mirror.emit<bridge_h>(meta.trim_session, {meta.mirror_kind});
         }
+        // The incremental update of common/next_hop.p4, ~(~HC + ~m + m'):
+        // Checksum.update is the one's complement of the one's complement sum.
+        hdr.pkt.ipv4.hdr_checksum = ipv4_checksum.update({
+            meta.dlcp.ipv4_checksum_inv, meta.dlcp.ipv4_ttl_inv, meta.dlcp.ipv4_protocol_inv,
+            meta.dlcp.ipv4_total_len_inv, hdr.pkt.ipv4.ttl, hdr.pkt.ipv4.protocol, hdr.pkt.ipv4.total_len});
         pkt.emit(hdr.bridge);
         packet_deparser.apply(pkt, hdr.pkt);
     }

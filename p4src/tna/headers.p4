@@ -3,9 +3,14 @@
 #ifndef DLCP_TNA_HEADERS_P4
 #define DLCP_TNA_HEADERS_P4
 
-// Tofino 1, pipe 0: the packet generator's port (devport 68). Programs
-// running the drain app on other pipes add 128 per pipe (docs/switch.md).
+// The packet generator's port in pipe 0: devport 68 on Tofino 1, 6 on
+// Tofino 2. Programs running the drain app on other pipes add 128 per pipe
+// (docs/switch.md).
+#if __TARGET_TOFINO__ == 2
+const PortId_t PKTGEN_PORT = 6;
+#else
 const PortId_t PKTGEN_PORT = 68;
+#endif
 
 // Mirror type of an ingress-to-egress mirror that trims (ingress deparser).
 const MirrorType_t MIRROR_TYPE_TRIM = 1;
@@ -37,6 +42,9 @@ struct ingress_headers_t {
 struct ingress_metadata_t {
     local_metadata_t dlcp;
     MirrorId_t trim_session;
+    // The mirror header's kind (PKT_KIND_TRIMMED), set in ingress: Tofino
+    // takes a mirror header's fields from the PHV only, never a constant.
+    pkt_kind_t mirror_kind;
 }
 
 struct egress_headers_t {

@@ -17,56 +17,77 @@
 #ifndef DLCP_TNA_OCCUPANCY_P4
 #define DLCP_TNA_OCCUPANCY_P4
 
-control QueueOccupancy(inout local_metadata_t meta, in bool is_drain, in port_class_t drain_slot,
-                       in bit<32> drain_packets) {
+// The register operation answers with the verdict itself, ON_CONGESTION_DROP
+// or _TRIM when the queue is above the threshold and ON_CONGESTION_ADMIT
+// otherwise, rather than a congested bit: the counters and the trim, drop or
+// forward that follow test it directly in the next stage, where a bit would
+// first be turned into meta.congested and meta.trim (one stage more). Those
+// two v1model fields are not used on TNA.
+control QueueOccupancy(in local_metadata_t meta, in bool is_drain, in port_class_t drain_slot,
+                       in bit<32> drain_packets, out congestion_action_t verdict) {
     // Same controller-visible name as the v1model register.
     @name(".queue_occupancy")
     Register<bit<32>, port_class_t>(PORT_CLASS_SLOTS, 0) queue_occupancy;
 
     // p4c's def-use analysis does not see that the control's parameters are
-    // set when a register action runs, hence the @noWarn on the two that read them.
-    RegisterAction<bit<32>, port_class_t, bit<1>>(queue_occupancy) admit = {
+    // set when a register action runs, hence the @noWarn on those that read them.
+    RegisterAction<bit<32>, port_class_t, congestion_action_t>(queue_occupancy) admit_or_drop = {
         @noWarn("uninitialized-use")
-        void apply(inout bit<32> value, out bit<1> congested) {
+        void apply(inout bit<32> value, out congestion_action_t result) {
             if (value > meta.drop_threshold) {
-                congested = 1;
+                result = ON_CONGESTION_DROP;
             } else {
                 value = value + 1;
-                congested = 0;
+                result = ON_CONGESTION_ADMIT;
             }
         }
     };
 
-    RegisterAction<bit<32>, port_class_t, bit<1>>(queue_occupancy) count = {
-        void apply(inout bit<32> value, out bit<1> congested) {
-            value = value + 1;
-            congested = 0;
+    RegisterAction<bit<32>, port_class_t, congestion_action_t>(queue_occupancy) admit_or_trim = {
+        @noWarn("uninitialized-use")
+        void apply(inout bit<32> value, out congestion_action_t result) {
+            if (value > meta.drop_threshold) {
+                result = ON_CONGESTION_TRIM;
+            } else {
+                value = value + 1;
+                result = ON_CONGESTION_ADMIT;
+            }
         }
     };
 
-    RegisterAction<bit<32>, port_class_t, bit<1>>(queue_occupancy) drain = {
+    RegisterAction<bit<32>, port_class_t, congestion_action_t>(queue_occupancy) count = {
+        void apply(inout bit<32> value, out congestion_action_t result) {
+            value = value + 1;
+            result = ON_CONGESTION_ADMIT;
+        }
+    };
+
+    RegisterAction<bit<32>, port_class_t, congestion_action_t>(queue_occupancy) drain = {
         @noWarn("uninitialized-use")
-        void apply(inout bit<32> value, out bit<1> congested) {
+        void apply(inout bit<32> value, out congestion_action_t result) {
             if (value > drain_packets) {
                 value = value - drain_packets;
             } else {
                 value = 0;
             }
-            congested = 0;
+            result = ON_CONGESTION_ADMIT;
         }
     };
 
+    // A packet routing drops is not counted in (it never reaches a queue).
     apply {
-        bit<1> congested = 0;
+        verdict = ON_CONGESTION_ADMIT;
         if (is_drain) {
             drain.execute(drain_slot);
-        } else if (meta.on_congestion == ON_CONGESTION_ADMIT) {
-            count.execute(meta.port_class);
-        } else {
-            congested = admit.execute(meta.port_class);
+        } else if (!meta.routed_drop) {
+            if (meta.on_congestion == ON_CONGESTION_DROP) {
+                verdict = admit_or_drop.execute(meta.port_class);
+            } else if (meta.on_congestion == ON_CONGESTION_TRIM) {
+                verdict = admit_or_trim.execute(meta.port_class);
+            } else {
+                count.execute(meta.port_class);
+            }
         }
-        meta.congested = congested == 1;
-        meta.trim = meta.congested && meta.on_congestion == ON_CONGESTION_TRIM;
     }
 }
 

@@ -83,10 +83,15 @@ control DlcpEgress(inout headers_t hdr, inout local_metadata_t meta, inout stand
     }
 }
 
-// The IPv4 checksum is updated incrementally where the header changes
-// (common/next_hop.p4, common/trimming.p4), so there is nothing to compute here.
+// The incremental IPv4 checksum update of common/next_hop.p4: csum16 is the
+// one's complement of the one's complement sum, so this is ~(~HC + ~m + m').
 control DlcpComputeChecksum(inout headers_t hdr, inout local_metadata_t meta) {
-    apply { }
+    apply {
+        update_checksum(hdr.ipv4.isValid(),
+            { meta.ipv4_checksum_inv, meta.ipv4_ttl_inv, meta.ipv4_protocol_inv, meta.ipv4_total_len_inv,
+              hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.total_len },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+    }
 }
 
 control DlcpDeparser(packet_out pkt, in headers_t hdr) {

@@ -1,4 +1,4 @@
-"""Compiling the P4 programs: v1model with p4c-bm2-ss, TNA with p4test (bf-p4c is Intel's, rarely present)."""
+"""Compiling the P4 programs: v1model with p4c-bm2-ss, TNA with p4test (the Tofino compiler: test_tofino.py)."""
 
 from __future__ import annotations
 
@@ -37,16 +37,11 @@ def test_committed_p4info_is_current(v1model: build.StepResult) -> None:
     p4info.load(fresh)
 
 
-def test_tna_passes_the_front_end(tmp_path: Path) -> None:
+@pytest.mark.parametrize("chip", [1, 2], ids=["tna", "t2na"])
+def test_tna_passes_the_front_end(chip: int, tmp_path: Path) -> None:
     _need(tools.P4TEST)
-    result = build.check_tna(tmp_path)
+    result = build.check_tna(tmp_path, chip)
     if result.skipped:
         pytest.skip(result.skipped)
     assert result.ok, result.output
     assert result.warnings == [], "\n".join(result.warnings)
-
-
-def test_tna_with_bf_p4c(tmp_path: Path) -> None:
-    _need(tools.BF_P4C)
-    result = build.build_tna(tmp_path)
-    assert result.ok, result.output

@@ -29,9 +29,11 @@ def test_build_reports_missing_compilers(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv(tools.BIN_DIR_ENV, str(tmp_path))
+    monkeypatch.delenv(tools.TOFINO_P4C_ENV, raising=False)
+    monkeypatch.delenv(tools.SDE_INSTALL_ENV, raising=False)
     assert main(["p4", "build", "--out", str(tmp_path / "out"), "--json"]) == 0
     results = json.loads(capsys.readouterr().out)
-    assert [r["tool"] for r in results] == ["p4c-bm2-ss", "p4test", "bf-p4c"]
+    assert [r["tool"] for r in results] == ["p4c-bm2-ss", "p4test", tools.TOFINO_COMPILER]
     assert all(r["skipped"] and "not found" in r["skipped"] for r in results)
 
 
@@ -44,13 +46,15 @@ def test_strict_build_refuses_missing_compilers(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv(tools.BIN_DIR_ENV, str(tmp_path))
+    monkeypatch.delenv(tools.TOFINO_P4C_ENV, raising=False)
+    monkeypatch.delenv(tools.SDE_INSTALL_ENV, raising=False)
     out = tmp_path / "out"
     assert main(["p4", "build", "--out", str(out), "--target", target, "--strict"]) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith("dlcp: error: --strict: ") and "Traceback" not in captured.err
     for tool in named:
         assert f"{tool} not found" in captured.err
-    assert "bf-p4c" not in captured.err  # Intel's compiler is never required
+    assert "Tofino" not in captured.err  # not required by --target all
     assert captured.out == "" and not out.exists()  # refused before any compiler ran
 
 

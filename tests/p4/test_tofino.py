@@ -1,0 +1,80 @@
+"""The TNA program under the Tofino compiler: it compiles, fits with room to spare, and keeps the v1model names.
+
+Skipped, with the reason, where the Tofino compiler is not installed (every CI
+machine): docs/switch.md, "Getting the Tofino compiler". The reading of its
+reports is tested without it (test_tofino_report.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dlcp.p4 import build, p4info, tofino_report, tools
+
+
+def _compile(target: str, tmp_path_factory: pytest.TempPathFactory) -> build.StepResult:
+    reason = tools.tofino_missing_reason()
+    if reason:
+        pytest.skip(reason)
+    return build.build_tofino(target, tmp_path_factory.mktemp(target))
+
+
+@pytest.fixture(scope="module")
+def tofino(tmp_path_factory: pytest.TempPathFactory) -> build.StepResult:
+    return _compile("tofino", tmp_path_factory)
+
+
+def _without_pipe(name: str) -> str:
+    """P4Info names of a TNA program may carry the pipeline's name first (``pipe.DlcpIngress...``)."""
+    return name.removeprefix("pipe.")
+
+
+def test_compiles_to_a_binary(tofino: build.StepResult) -> None:
+    assert tofino.ok, tofino.output
+    assert "error" not in tofino.output.lower(), tofino.output
+    assert {a.name for a in tofino.artifacts} >= {"tofino.bin", "context.json", "bfrt.json", "dlcp.p4info.txtpb"}
+    assert tofino.report_error is None
+
+
+def test_fits_with_room_to_spare(tofino: build.StepResult) -> None:
+    report = tofino.report
+    assert report is not None, tofino.report_error
+    assert report.stages_available == 12
+    assert 0 < report.stages_used("ingress") <= tofino_report.INGRESS_STAGE_BUDGET, report.table()
+    assert 0 < report.stages_used("egress") <= report.stages_available, report.table()
+    assert all(r.used <= r.available for r in report.resources)
+
+
+def test_same_names_as_the_v1model_p4info(tofino: build.StepResult) -> None:
+    """One controller drives both targets: every name it may use is in the Tofino P4Info too."""
+    v1 = p4info.load(build.COMMITTED_P4INFO)
+    tna = p4info.load(next(a for a in tofino.artifacts if a.name == "dlcp.p4info.txtpb"))
+    tables = {_without_pipe(n): t for n, t in tna.tables.items()}
+    for name, table in v1.tables.items():
+        assert name in tables, name
+        assert [(f.name, f.bitwidth, f.match_type) for f in table.match_fields] == [
+            (f.name, f.bitwidth, f.match_type) for f in tables[name].match_fields
+        ], name
+        assert table.size <= tables[name].size, name
+    actions = {_without_pipe(n): a for n, a in tna.actions.items()}
+    for name, action in v1.actions.items():
+        assert name in actions, name
+        assert action.params == actions[name].params, name
+    assert set(v1.counters) <= {_without_pipe(n) for n in tna.counters}
+    assert set(v1.registers) <= {_without_pipe(n) for n in tna.registers}
+    assert set(v1.action_profiles) <= {_without_pipe(n) for n in tna.action_profiles}
+
+
+def test_ipv4_checksum_is_the_deparser_s(tofino: build.StepResult) -> None:
+    """The checksum update is the ingress deparser's Checksum unit, not arithmetic in a table's action."""
+    pipe = tofino_report.pipe_dirs(_out(tofino))[0]
+    bfa = next(pipe.glob("*.bfa")).read_text()
+    deparser = bfa[bfa.index("deparser ingress:") :]
+    assert "checksum" in deparser and "hdr_checksum" in deparser
+
+
+def _out(result: build.StepResult) -> Path:
+    bfrt = next(a for a in result.artifacts if a.name == "bfrt.json")
+    return bfrt.parent
