@@ -30,6 +30,9 @@ class PacingConfig:
     decrease_above: float = 0.02
     """First-pass loss fraction above which the sender halves its rate."""
     burst: int = 1 << 20
+    max_call: int = 0
+    """Most bytes one send call carries (0: the burst plus the debt carried, :meth:`AimdPacer.call_bytes`).
+    On a fabric the burst the switches were sized for: a call's packets leave back to back."""
 
     def __post_init__(self) -> None:
         if not 0 < self.min_rate <= self.max_rate:
@@ -74,7 +77,8 @@ class AimdPacer:
         (each costs a transition into C and the interpreter's bookkeeping);
         after a rate decrease the calls shrink and :meth:`wait` spaces them.
         """
-        return self.cfg.burst + int(self.rate * _MIN_SLEEP_S * 0.99)
+        carried = self.cfg.burst + int(self.rate * _MIN_SLEEP_S * 0.99)
+        return min(carried, self.cfg.max_call) if self.cfg.max_call else carried
 
     def charge(self, nbytes: int) -> None:
         """Debit ``nbytes`` sent without waiting (the next :meth:`wait` pays for them)."""
@@ -88,3 +92,22 @@ class AimdPacer:
             self.decreases += 1
         else:
             self.rate = min(self.cfg.max_rate, self.rate + self.cfg.increase)
+
+
+def for_host(rate_bps: dict[str, int], burst_bytes: int, host: str) -> PacingConfig | None:
+    """The pacing of the host at ``host`` from its job's transport settings, or None (the default, unpaced start).
+
+    A named host never exceeds its rate: its sends start there (not at the unlimited default, which on a
+    fabric lands a whole message in the bottleneck's buffer at once), halve on loss above the threshold and
+    climb back in eight steps, and one send call carries at most ``burst_bytes`` (if set). ``burst_bytes`` also
+    caps the bucket of a host not named.
+    """
+    rate = rate_bps.get(host)
+    if rate is None:
+        return PacingConfig(burst=burst_bytes) if burst_bytes else None
+    top = rate / 8.0
+    default = PacingConfig()
+    return PacingConfig(
+        max_rate=top, min_rate=min(default.min_rate, top / 16), increase=top / 8, burst=burst_bytes or default.burst,
+        max_call=burst_bytes,
+    )  # fmt: skip
