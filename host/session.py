@@ -64,7 +64,7 @@ def open_session(
     transport = transport or TransportConfig()
     policy = policy or Policy()
     if pacing is None:
-        pacing = pacing_for_host(transport.send_rate_bps, transport.send_burst_bytes, host)
+        pacing = pacing_for_host(transport.send_rate_bps, transport.send_burst_bytes, host, policy.largest_bound)
     if store is not None:
         rdv = Rendezvous(store, job_id, rank, world)
     else:

@@ -6,8 +6,9 @@ import tomllib
 
 from dlcp.controller import fabric, pacing
 from dlcp.controller.paths import Paths
-from dlcp.host.pacing import AimdPacer
+from dlcp.host.pacing import AimdPacer, PacingConfig
 from dlcp.host.pacing import for_host as pacing_for_host
+from dlcp.host.train import TrainConfig, policy_for
 from dlcp.protocol import HEADER_SIZE
 
 # The testbed's bench fabric: h1 (the server) behind a 200 Mbit/s link, the others on 1 Gbit/s.
@@ -54,16 +55,29 @@ def test_the_burst_is_the_one_the_thresholds_leave_room_for() -> None:
 
 def test_a_named_host_starts_at_its_rate_and_sends_at_most_its_burst_per_call() -> None:
     cfg = pacing_for_host({"10.0.0.2": 95_000_000}, 33_000, "10.0.0.2")
-    assert cfg is not None
     assert cfg.max_rate == 95e6 / 8 and cfg.min_rate <= cfg.max_rate and cfg.burst == 33_000
     pacer = AimdPacer(cfg)
     assert pacer.rate == cfg.max_rate, "no unlimited start"
     assert pacer.call_bytes() == 33_000
-    pacer.on_feedback(0.5)
-    assert pacer.rate == cfg.max_rate / 2
+    pacer.on_feedback(0.1)
+    assert pacer.rate == cfg.max_rate * 0.9, "slowed by the loss fraction"
+    pacer.on_feedback(0.8)
+    assert pacer.rate == cfg.max_rate * 0.45, "at most halved"
     for _ in range(8):
         pacer.on_feedback(0.0)
-    assert pacer.rate == cfg.max_rate, "back in eight messages, never above"
-    assert pacing_for_host({"10.0.0.2": 95_000_000}, 0, "10.0.0.9") is None, "a host not named: the default"
-    unpaced = AimdPacer(pacing_for_host({}, 33_000, "10.0.0.9") or cfg)
+    assert pacer.rate == cfg.max_rate, "back up by 1/8 of the rate per message, never above"
+    assert pacing_for_host({"10.0.0.2": 95_000_000}, 0, "10.0.0.9").max_rate == PacingConfig().max_rate
+    unpaced = AimdPacer(pacing_for_host({}, 33_000, "10.0.0.9"))
     assert unpaced.call_bytes() > 1 << 20, "only named hosts have their calls cut to the burst"
+
+
+def test_loss_within_twice_the_largest_bound_does_not_slow_a_sender() -> None:
+    policy = policy_for(TrainConfig(loss_bound=0.02))
+    assert policy.largest_bound == 0.02
+    cfg = pacing_for_host({"10.0.0.2": 95_000_000}, 33_000, "10.0.0.2", policy.largest_bound)
+    pacer = AimdPacer(cfg)
+    pacer.on_feedback(0.035)  # a 1% lossy link's unlucky message: within twice the bound
+    assert pacer.rate == cfg.max_rate
+    pacer.on_feedback(0.05)
+    assert pacer.rate == cfg.max_rate * 0.95
+    assert pacing_for_host({}, 0, "h", 0.001).decrease_above == 0.02, "at least 2%"
