@@ -70,6 +70,8 @@ class Scenario:
     incast: int = 3
     cdf: str = "web-search"
     seed: int = 0
+    loss_bound: float = 0.01
+    """Loss bound of the DLCP jobs' gradient messages (PS pushes, ring reduce-scatter), in their host policy."""
 
     def fabric_doc(self) -> dict[str, Any]:
         hosts = [f"h{i}" for i in range(1, self.workers + 1)]
@@ -84,6 +86,8 @@ class Scenario:
                 if mode == "ps":
                     job["servers"] = ["h1"]
                 job["transport"] = {"port": 19110 + job_id}
+                bound = {"loss_bound": self.loss_bound}
+                job["policy"] = {"push": bound, "reduce_scatter": bound}
                 job["switch"] = {"features": features}
                 jobs.append(job)
         return {

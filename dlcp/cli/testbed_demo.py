@@ -116,7 +116,9 @@ def run_testbed_demo(args: argparse.Namespace) -> int:
         sys.stderr.flush()
 
     say(f"results folder: {out}")
-    scenario = Scenario(name=f"demo{os.getpid() % 100000}", workers=max(3, args.workers), seed=args.seed)
+    scenario = Scenario(
+        name=f"demo{os.getpid() % 100000}", workers=max(3, args.workers), seed=args.seed, loss_bound=args.loss_bound
+    )
     results = run_scenario(scenario, WAYS, cfg, out, traffic_s=300.0, progress=say)
     rows = [r.as_dict() for r in results]
     (out / "demo.json").write_text(json.dumps(rows, indent=1))
