@@ -20,16 +20,20 @@ def gloo_ps_hook(_state: None, bucket: dist.GradBucket) -> torch.futures.Future[
     tag = bucket.index()
     if rank == 0:
         parts = [torch.empty_like(t) for _ in range(1, world)]
-        for work in [dist.irecv(b, src=r, tag=tag) for r, b in enumerate(parts, 1)]:
-            work.wait()
+        _wait_all([dist.irecv(b, src=r, tag=tag) for r, b in enumerate(parts, 1)])
         for b in parts:
             t += b
         t /= world
-        for work in [dist.isend(t, dst=r, tag=tag) for r in range(1, world)]:
-            work.wait()
+        _wait_all([dist.isend(t, dst=r, tag=tag) for r in range(1, world)])
     else:
         dist.send(t, dst=0, tag=tag)
         dist.recv(t, src=0, tag=tag)
     fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
     fut.set_result(t)
     return fut
+
+
+def _wait_all(works: list[dist.Work | None]) -> None:
+    for work in works:
+        if work is not None:  # None only for a rank outside the group, which rank 0 never sends to
+            work.wait()
