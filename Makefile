@@ -44,7 +44,7 @@ venv: $(DEPS_STAMP)
 # The testbed demo needs root (network namespaces), or without it a user namespace of its own; where
 # neither can be had, it says why and runs the loopback demo.
 demo: venv
-	$(VENV)/bin/dlcp demo --testbed --model mlp --epochs 1 --samples 4096
+	$(VENV)/bin/dlcp demo --testbed --model mlp-wide --epochs 1 --samples 3072 --loss-bound 0.02
 
 lint: venv
 	$(VENV)/bin/ruff check .

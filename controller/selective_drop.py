@@ -3,23 +3,32 @@
 The table is keyed by (queue, drop class), per switch: not per port and not per job.
 A threshold is a queue occupancy in packets above which a drop-eligible packet of
 that class is trimmed (or dropped). It is sized so that, once the eligible packets
-are cut, the queue still has room for the packets that may not be cut (drop class 0,
-control, retransmissions) from every sender that can meet in it:
+are cut, the port's buffer still has room for the packets that may not be cut (drop
+class 0, control, retransmissions) from every sender that can meet in it:
 
-    top(port) = (buffer(port) // frame - fan_in(port) * burst_packets) // eligible_queues
+    top(port) = buffer(port) // frame - fan_in(port) * burst_packets
 
 where ``fan_in`` is how many of the job's senders can reach that egress port
 (:meth:`dlcp.controller.paths.Paths.fan_in`): in PS mode all the workers at a
 server's port (the incast), in ring mode the two neighbours (data one way, control
-the other). The port's buffer is shared by its queues while the thresholds are per
-queue, so the room above the headroom is divided among the job's drop-eligible
-queues: the eligible packets are cut before the shared buffer overflows, whichever
-of its queues they fill. The switch's top threshold
-for the job is the smallest over the ports its traffic leaves by, at least 1; drop
-class ``d`` gets ``top * (4 - d) // 3`` (class 3, the smallest gradients, first).
-A job may fix any class instead (``[job.switch] thresholds``; checked against the
-buffers when the file is loaded). Jobs sharing a switch share its thresholds: each
-(queue, class) takes the smallest any job asks for.
+the other); and ``burst_packets`` is the most a sender lands at once, which the hosts
+are held to (:mod:`dlcp.controller.pacing`). The port's buffer is shared by its queues
+(a packet pushes out the newest of a lower queue) while the thresholds are per queue,
+so the room above the headroom would have to be divided among the eligible queues
+that can fill at the same time. A job fills one at a time: its ranks run one
+collective at a time, in the same order, and a rank starts the next only once the
+current one is done everywhere (a PS pull follows every push of the round; a ring's
+all-gather every reduce-scatter step), so the next message's gradients (in another
+queue, by its layer) never meet the current one's at a port. The whole room is
+therefore the queue's. (Dividing it by the job's eligible queues, as before #14,
+sized a PS job on the testbed's 256 KiB bottleneck to 7 packets per queue where 23
+fit, and trimmed its pushes at every burst.) Jobs that cut packets at the same port
+are not divided either (as before): they share thresholds by the minimum. The
+switch's top threshold for the job is the smallest over the ports its traffic leaves
+by, at least 1; drop class ``d`` gets ``top * (4 - d) // 3`` (class 3, the smallest
+gradients, first). A job may fix any class instead (``[job.switch] thresholds``;
+checked against the buffers when the file is loaded). Jobs sharing a switch share
+its thresholds: each (queue, class) takes the smallest any job asks for.
 """
 
 from __future__ import annotations
@@ -36,13 +45,11 @@ from dlcp.protocol import NUM_DROP_CLASSES
 
 def job_thresholds(fabric: Fabric, paths: Paths, job: JobSpec, switch: str) -> dict[int, int]:
     """Drop class -> threshold (packets) for ``job`` on ``switch``; empty if its traffic does not pass there."""
-    fan = paths.fan_in(job.pairs())
-    queues = max(1, len(eligible_queues(job)))
     tops = []
-    for (sw, port), senders in fan.items():
+    for (sw, port), senders in paths.fan_in(job.pairs()).items():
         if sw == switch:
             capacity = fabric.link_of(sw, port).buffer_bytes // job.frame_bytes
-            tops.append((capacity - senders * job.switch.burst_packets) // queues)
+            tops.append(capacity - senders * job.switch.burst_packets)
     if not tops:
         return {}
     top = max(1, min(tops))

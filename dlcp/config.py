@@ -74,9 +74,19 @@ class TransportConfig:
     try 64-512."""
     fast_path: bool = True
     """Receive through the C fast path (``dlcp.host._fastpath``) when it is built; false: the numpy path."""
+    send_rate_bps: dict[str, int] = field(default_factory=dict)
+    """Host IP -> the rate (bits/s of DLCP datagrams) that host's sends are paced to at most. On a fabric the
+    controller fills it in (:mod:`dlcp.controller.pacing`): each host's share of the narrowest switch port its
+    data leaves by. A host not named starts unpaced and is held back only by AIMD (loopback)."""
+    send_burst_bytes: int = 0
+    """Most bytes a paced sender lets go back to back (0: the pacer's default, 1 MiB). On a fabric: the
+    burst the controller sized the switches' drop thresholds for (``[job.switch] burst_packets``)."""
 
     def __post_init__(self) -> None:
         checks.in_range("port", self.port, 0, (1 << 16) - 1)
+        for host, rate in self.send_rate_bps.items():
+            checks.at_least(f"send_rate_bps.{host}", rate, 1)
+        checks.at_least("send_burst_bytes", self.send_burst_bytes, 0)
         check_payload_bytes("payload_bytes", self.payload_bytes)
         checks.at_least("spray_ports", self.spray_ports, 1)
         checks.at_least("reorder_window", self.reorder_window, 0)

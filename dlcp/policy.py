@@ -184,6 +184,11 @@ class Policy:
         prio = int(self.priority_of_layers(layer, num_layers))
         return prio, self.drop_classes(values, elems_per_packet, kind)
 
+    @property
+    def largest_bound(self) -> float:
+        """The largest loss bound of any kind or layer."""
+        return max(max([k.loss_bound, *k.layer_bounds.values()]) for k in self.kinds.values())
+
     def loss_bound(self, kind: MessageKind, layer: int) -> float:
         return self.kinds[kind].bound_for(layer)
 

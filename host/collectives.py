@@ -259,6 +259,10 @@ class Collectives:
                     push_in.append(self.ep.post_recv(spec, agg, accumulate=True))
         result = previous.copy()
         pull_in: list[RecvHandle] = []
+        # Sends do not wait for their STOP one by one: a push's STOP and the pull it leads to are both a round
+        # trip away, and a server's pulls to different workers go out back to back. Every send is collected
+        # (send_wait) before its values change.
+        pushes: list[Any] = []
         if is_worker:
             for s, server in enumerate(self.servers):
                 if server != self.rank:
@@ -269,7 +273,7 @@ class Collectives:
                 if server != self.rank:
                     lo, hi = bounds[s], bounds[s + 1]
                     spec = self._spec(self.rank, s, MessageKind.PUSH, hi - lo, flat.dtype, layer)
-                    self._send(spec, flat[lo:hi], server, prio)
+                    pushes.append(self._send_start(spec, flat[lo:hi], server, prio))
         if my_shard is not None:
             lo, hi = bounds[my_shard], bounds[my_shard + 1]
             for handle in push_in:
@@ -277,12 +281,17 @@ class Collectives:
             if average:
                 agg /= len(self.workers)
             result[lo:hi] = agg
+            pulls = []
             for w in self.workers:
                 if w != self.rank:
                     spec = self._spec(self.rank, _PULL_ID + w, MessageKind.PULL, hi - lo, flat.dtype, layer)
-                    self._send(spec, agg, w, prio)
+                    pulls.append(self._send_start(spec, agg, w, prio))
+            for o in pulls:
+                self.ep.send_wait(o)
         for handle in pull_in:
             self._wait(handle)
+        for o in pushes:
+            self.ep.send_wait(o)
         flat[:] = result
         self._last_pull[tag] = result
         return x

@@ -72,6 +72,9 @@ class SendStats:
         }
 
 
+_NO_SEQS = np.zeros(0, dtype=np.int64)
+
+
 class _Out:
     """State of one message being sent."""
 
@@ -84,6 +87,7 @@ class _Out:
         "last_reply",
         "deadline",
         "probe_id",
+        "retx",
         "rto",
         "spec",
         "stopped",
@@ -107,6 +111,7 @@ class _Out:
         self.fed_back = False
         self.rto = 0.0
         self.deadline = math.inf  # no probe before the first pass is over (send_start sets it then)
+        self.retx = _NO_SEQS  # retransmissions the waiting sender thread still owes, paced (see _on_bitmap)
 
 
 class RecvHandle:
@@ -288,8 +293,9 @@ class Endpoint:
 
         ``values`` must not change until :meth:`send_wait` returns for it: a
         retransmission reads them again. Retransmissions are sent by the receive
-        thread as BITMAPs arrive; any wait on this endpoint (``send_wait``,
-        ``wait``) also probes for every started send whose receiver went quiet.
+        thread as BITMAPs arrive, one send call's worth; any wait on this endpoint
+        (``send_wait``, ``wait``) sends the rest, paced, and probes for every
+        started send whose receiver went quiet.
         """
         if dst not in self.addresses:
             raise ValueError(f"no address for rank {dst}")
@@ -345,13 +351,19 @@ class Endpoint:
         Sends that a STOP already ended keep their last deadline until their own
         ``send_wait`` collects them; waiting on it would spin.
         """
-        return min((o.deadline for o in self._out.values() if not o.stopped), default=now + self.cfg.peer_timeout_s)
+        return min(
+            (now if o.retx.size else o.deadline for o in self._out.values() if not o.stopped),
+            default=now + self.cfg.peer_timeout_s,
+        )
 
     def _serve_sends(self) -> None:
         """Probe on silence, for every started send (lock held); BITMAPs are served by the receive thread."""
         self._check_rx()
         for out in list(self._out.values()):
             if out.stopped:
+                continue
+            if out.retx.size:
+                self._retransmit_owed(out)
                 continue
             now = time.monotonic()
             if now >= out.deadline:
@@ -368,11 +380,26 @@ class Endpoint:
                 out.rto = min(out.rto * 2, self.max_rto_s)
                 out.deadline = time.monotonic() + out.rto
 
+    def _retransmit_owed(self, out: _Out) -> None:
+        """Send the next batch of ``out``'s owed retransmissions, paced (lock held, released while sending);
+        after the last one, probe."""
+        per_call = self._per_call()
+        chunk, out.retx = out.retx[:per_call], out.retx[per_call:]
+        self._cond.release()
+        try:
+            self._retransmit(out, chunk)
+            if not out.retx.size:
+                self._probe(out)
+        finally:
+            self._cond.acquire()
+        if not out.retx.size:
+            out.rto = self.initial_rto_s
+            out.deadline = time.monotonic() + out.rto
+
     def _per_call(self) -> int:
-        """Packets per send call: as many as the pacer lets go at once (the numpy sender: its batch)."""
-        if self._fast is None:
-            return self._per_build
-        return max(1, self.pacer.call_bytes() // self.seg_size)
+        """Packets per send call: as many as the pacer lets go at once (the numpy sender: at most its batch)."""
+        calls = max(1, self.pacer.call_bytes() // self.seg_size)
+        return calls if self._fast is not None else min(self._per_build, calls)
 
     def _first_pass(self, out: _Out, priority: int) -> None:
         spec = out.spec
@@ -723,8 +750,17 @@ class Endpoint:
             out.fed_back = True
             self.pacer.on_feedback(missing.size / out.spec.pkt_count)
         missing = self._choose_retransmit(out, missing)
+        # One send call's worth goes at once; the rest is owed to the waiting sender thread, which paces it
+        # (this thread holds the lock and must not sleep). Unpaced, a controller-paced host's retransmissions
+        # of a badly hit message went out at the top priority back to back, overflowed the bottleneck's
+        # buffer, and every drop cost another round (docs/results.md, #14). On loopback one call takes all.
+        per_call = self._per_call()
         if missing.size:
-            self._retransmit(out, missing, from_rx=True)
+            self._retransmit(out, missing[:per_call], from_rx=True)
+        if missing.size > per_call:
+            out.retx = missing[per_call:]
+            self._cond.notify_all()
+            return
         self._probe(out)  # ask what is still missing once these had time to arrive
         out.rto = self.initial_rto_s
         out.deadline = now + out.rto

@@ -12,6 +12,7 @@ from dlcp.host.endpoint import Endpoint
 from dlcp.host.launch_env import LaunchEnv
 from dlcp.host.loss import LossSpec
 from dlcp.host.pacing import PacingConfig
+from dlcp.host.pacing import for_host as pacing_for_host
 from dlcp.host.rendezvous import Rendezvous
 from dlcp.host.udp import open_socket
 from dlcp.limits import Limits
@@ -62,6 +63,8 @@ def open_session(
     """
     transport = transport or TransportConfig()
     policy = policy or Policy()
+    if pacing is None:
+        pacing = pacing_for_host(transport.send_rate_bps, transport.send_burst_bytes, host, policy.largest_bound)
     if store is not None:
         rdv = Rendezvous(store, job_id, rank, world)
     else:

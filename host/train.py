@@ -2,11 +2,14 @@
 
 The task is deterministic and needs no download: a 10-class Gaussian-mixture
 classification problem in 64 dimensions, generated from the seed (class means
-on a sphere, isotropic noise), with a held-out test set. Two models: ``mlp``
-(~50k parameters) and ``mlp-large`` (~10.5M parameters, so communication
-matters). Every worker starts from the same weights (seeded), trains on its
-shard of each batch with SGD + momentum under DDP, and the gradients are summed
-by gloo's all-reduce (``--backend gloo``) or by DLCP's hook.
+on a sphere, isotropic noise), with a held-out test set. Three models: ``mlp``
+(~50k parameters), ``mlp-wide`` (~600k parameters, 2.4 MB of gradients: what
+the testbed's bench trains, so that a loss bound covers packets) and
+``mlp-large`` (~10.5M parameters, so communication matters on loopback). Every
+worker starts from the same weights (seeded), trains on its shard of each batch
+with SGD + momentum under DDP, and the gradients are summed by gloo's
+all-reduce (``--backend gloo``; with ``--mode ps`` a parameter server over
+gloo's TCP point-to-point, :mod:`dlcp.host.gloo_ps`) or by DLCP's hook.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from dlcp.protocol import MessageKind
 
 log = logging.getLogger(__name__)
 
-MODELS = {"mlp": (256, 128), "mlp-large": (3200, 3200)}
+MODELS = {"mlp": (256, 128), "mlp-wide": (1024, 512), "mlp-large": (3200, 3200)}
 DIM, CLASSES = 64, 10
 
 
@@ -211,6 +214,10 @@ def _rank_main(
         )  # fmt: skip
         state = DLCPState(session, model=ddp, mode=cfg.mode)  # type: ignore[arg-type]
         ddp.register_comm_hook(state, dlcp_hook)
+    elif cfg.mode == "ps":
+        from dlcp.host.gloo_ps import gloo_ps_hook
+
+        ddp.register_comm_hook(None, gloo_ps_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=cfg.lr, momentum=0.9)
     lossf = torch.nn.CrossEntropyLoss()
     rng = np.random.default_rng(cfg.seed + 1)  # the same shuffle on every rank

@@ -31,7 +31,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dlcp.controller import pacing
 from dlcp.controller.model import JobSpec
+from dlcp.controller.paths import Paths
 from dlcp.testbed import counters, layout
 from dlcp.testbed.lifecycle import Testbed, is_up, python_argv
 from dlcp.testbed.spec import TestbedSpec
@@ -109,6 +111,12 @@ def write_job_file(spec: TestbedSpec, job: JobSpec, folder: Path) -> Path:
     for key in ("policy", "transport", "limits"):
         if key in entry:
             out[key] = entry[key]
+    # The hosts pace to what the controller sized the switches for (dlcp.controller.pacing), unless the file says.
+    rates = pacing.send_rates(spec.fabric, Paths(spec.fabric), job)
+    if rates:
+        transport = out["transport"] = dict(out.get("transport", {}))
+        transport.setdefault("send_rate_bps", rates)
+        transport.setdefault("send_burst_bytes", pacing.send_burst_bytes(job))
     path = folder / f"job{job.id}.toml"
     path.write_text(toml_dumps(out))
     return path

@@ -83,6 +83,8 @@ class Scenario:
     incast: int = 3
     cdf: str = "web-search"
     seed: int = 0
+    loss_bound: float = 0.01
+    """Loss bound of the DLCP jobs' gradient messages (PS pushes, ring reduce-scatter), in their host policy."""
 
     @property
     def bottleneck_link(self) -> str:
@@ -113,6 +115,8 @@ class Scenario:
                 if mode == "ps":
                     job["servers"] = ["h1"]
                 job["transport"] = {"port": 19110 + job_id}
+                bound = {"loss_bound": self.loss_bound}
+                job["policy"] = {"push": bound, "reduce_scatter": bound}
                 job["switch"] = {"features": features}
                 jobs.append(job)
         return {

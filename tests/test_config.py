@@ -32,6 +32,9 @@ def test_defaults() -> None:
         ({"policy": {"statistic": "median"}}, "policy.statistic"),
         ({"limits": {"max_message_bytes": -1}}, "max_message_bytes"),
         ({"policy": {"push": 3}}, "policy.push"),
+        ({"transport": {"send_rate_bps": {"10.0.0.2": 0}}}, r"transport\.send_rate_bps\.10\.0\.0\.2"),
+        ({"transport": {"send_rate_bps": {"10.0.0.2": "fast"}}}, r"transport\.send_rate_bps\.10\.0\.0\.2"),
+        ({"transport": {"send_burst_bytes": -1}}, "transport.send_burst_bytes"),
     ],
 )
 def test_errors_name_the_field(data, match) -> None:

@@ -354,3 +354,39 @@ def test_a_message_goes_out_in_as_few_send_calls_as_the_pacer_allows() -> None:
             assert eps[0]._tx.calls == calls, (rate, eps[0]._tx.calls)  # type: ignore[attr-defined]
         finally:
             _close(eps)
+
+
+@pytest.mark.parametrize("fast_path", [C_PATH, NUMPY_PATH])
+def test_retransmissions_beyond_one_call_are_paced_by_the_sender(fast_path: bool) -> None:
+    """A BITMAP naming more missing packets than one send call carries: the receive thread sends one call's
+    worth, the waiting sender thread the rest, paced, then probes; the message arrives whole."""
+    from dlcp.host.loss import LossSpec
+
+    seg = 1024 + HEADER_SIZE
+    transport = TransportConfig(port=0, payload_bytes=1024, peer_timeout_s=10.0, fast_path=fast_path)
+    pacing = PacingConfig(max_rate=20e6, min_rate=1e6, burst=4 * seg, max_call=2 * seg)
+    eps = local_endpoints(2, token=TOKEN, transport=transport, pacing=pacing, loss=LossSpec(rate=0.3, seed=3))
+    owed: list[int] = []
+    sender = eps[0]
+    real = sender._retransmit_owed
+
+    def spy(out: object) -> None:
+        owed.append(int(out.retx.size))  # type: ignore[attr-defined]
+        real(out)  # type: ignore[arg-type]
+
+    sender._retransmit_owed = spy  # type: ignore[method-assign]
+    try:
+        spec = _spec(1, 256 * 400)  # 400 packets, bound 0: every loss is sent again
+        values = np.arange(spec.num_elems, dtype=np.float32)
+        got = np.zeros_like(values)
+        handle = eps[1].post_recv(spec, got)
+        receiver = threading.Thread(target=eps[1].wait, args=(handle,), daemon=True)
+        receiver.start()
+        out = sender.send_start(spec, values, 1, priority=3)
+        sender.send_wait(out)  # the waiting sender thread owes the retransmissions
+        receiver.join(10.0)
+        assert handle.event.is_set() and np.array_equal(got, values)
+        assert sender.send_stats.retransmitted >= 100
+        assert owed and max(owed) > 2, "the sender thread sent owed retransmissions, two packets a call"
+    finally:
+        _close(eps)

@@ -84,6 +84,26 @@ def test_ddp_ring_matches_gloo_and_keeps_replicas_identical() -> None:
 
 
 @pytest.mark.slow
+def test_gloo_ps_baseline_trains_like_gloos_all_reduce() -> None:
+    """``--backend gloo --mode ps``: the mean through rank 0 over TCP, the same model as gloo's all-reduce.
+
+    Not bit for bit: rank 0 adds the gradients in another order than the ring does, which shows the hook ran.
+    """
+    from dlcp.host.launch import spawn
+    from dlcp.host.train import _rank_main, summarize
+
+    def ranks(cfg: TrainConfig) -> list[dict]:
+        return spawn(_rank_main, cfg.workers, cfg, timeout_s=600.0, threads_per_proc=1)
+
+    ring_cfg = TrainConfig(backend="gloo", workers=3, **SMALL)
+    ps_cfg = TrainConfig(backend="gloo", mode="ps", workers=3, **SMALL)
+    ring, ps = ranks(ring_cfg), ranks(ps_cfg)
+    assert len({r["param_digest"] for r in ps}) == 1, "every replica got the same mean"
+    assert ps[0]["param_digest"] != ring[0]["param_digest"], "summed by rank 0, not by gloo's all-reduce"
+    assert abs(summarize(ps_cfg, ps)["test_accuracy"] - summarize(ring_cfg, ring)["test_accuracy"]) <= 0.002
+
+
+@pytest.mark.slow
 def test_ddp_under_bounded_loss_keeps_accuracy() -> None:
     lossless = run(TrainConfig(backend="dlcp", mode="ring", **SMALL))
     lossy = run(TrainConfig(backend="dlcp", mode="ring", loss_bound=0.01, inject_loss=0.01, **SMALL))
@@ -113,7 +133,7 @@ def test_train_cli_json(tmp_path) -> None:
 
     # Run outside the checkout, where ./dlcp would shadow the installed dlcp.* mapping.
     cmd = [sys.executable, "-m", "dlcp.cli.main", "train", "--workers", "2", "--epochs", "1", "--eval-every", "20"]
-    out = subprocess.run(cmd + ["--json"], capture_output=True, text=True, timeout=600, check=True, cwd=tmp_path)
+    out = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=600, check=True, cwd=tmp_path)
     r = json.loads(out.stdout.strip().splitlines()[-1])
     for key in ("test_accuracy", "iter_p50_s", "iter_p99_s", "loss_fraction", "bytes_sent"):
         assert key in r, key

@@ -80,7 +80,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     train = p.add_argument_group("training (without --core)")
     train.add_argument("--workers", type=int, default=2, action=_Given, help="worker processes")
-    train.add_argument("--model", choices=("mlp", "mlp-large"), default="mlp-large", action=_Given, help="model")
+    train.add_argument(
+        "--model", choices=("mlp", "mlp-wide", "mlp-large"), default="mlp-large", action=_Given, help="model"
+    )
     train.add_argument("--epochs", type=int, default=1, action=_Given, help="epochs")
     train.add_argument("--samples", type=int, default=4096, action=_Given, help="training samples")
     train.add_argument("--inject-loss", type=float, default=0.01, action=_Given, help="injected loss of the lossy run")

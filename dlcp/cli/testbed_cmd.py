@@ -113,6 +113,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     bb.add_argument("--repeat", type=int, default=2, help="turns of every way in each scenario")
     bb.add_argument("--scenario", action="append", choices=("incast", "loss"), help="only this one (repeatable)")
     bb.add_argument("--samples", type=int, default=4096, help="training samples (one epoch)")
+    bb.add_argument("--model", choices=("mlp", "mlp-wide"), default="mlp-wide", help="model (dlcp train --model)")
+    bb.add_argument("--loss-bound", type=float, default=0.02, help="loss bound of DLCP's gradient messages")
     bb.add_argument("--out", default="out/testbed-bench", help="results folder (a run gets a subfolder)")
     bb.add_argument("--json", action="store_true", help="print the report as JSON")
     bb.set_defaults(func=_reported(_bench))
@@ -383,7 +385,15 @@ def _bench(args: argparse.Namespace) -> int:
     from dlcp.testbed.lifecycle import require_root
 
     checks.in_range("--repeat", args.repeat, 1, 20)
-    cfg = TrainConfig(workers=3, model="mlp", epochs=1, train_samples=args.samples, batch_size=32, eval_every=5)
+    cfg = TrainConfig(
+        workers=3,
+        model=args.model,
+        epochs=1,
+        train_samples=args.samples,
+        batch_size=32,
+        eval_every=5,
+        loss_bound=args.loss_bound,
+    )
     check(cfg)
     _root_or_userns(args)
     require_root()

@@ -146,6 +146,7 @@ def run_testbed_demo(args: argparse.Namespace) -> int:
         topology=args.fabric,
         switch=args.switch,
         seed=args.seed,
+        loss_bound=args.loss_bound,
     )
     try:
         results = run_scenario(scenario, chosen, cfg, out, traffic_s=300.0, progress=say)

@@ -27,9 +27,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--workers", type=int, default=2, help="worker processes")
-    p.add_argument("--mode", choices=("ring", "ps"), default="ring", help="ring all-reduce or parameter server")
+    p.add_argument(
+        "--mode",
+        choices=("ring", "ps"),
+        default="ring",
+        help="ring all-reduce or parameter server (with gloo: rank 0 over TCP send/recv)",
+    )
     p.add_argument("--backend", choices=("dlcp", "gloo"), default="dlcp", help="gradient exchange")
-    p.add_argument("--model", choices=("mlp", "mlp-large"), default="mlp", help="mlp: ~50k params, mlp-large: ~10.5M")
+    p.add_argument(
+        "--model",
+        choices=("mlp", "mlp-wide", "mlp-large"),
+        default="mlp",
+        help="mlp: ~50k params, mlp-wide: ~600k, mlp-large: ~10.5M",
+    )
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=64, help="per worker")
     p.add_argument("--lr", type=float, default=0.05)

@@ -166,9 +166,9 @@ def test_stats_follow_traffic(switches: Switches) -> None:
     cut = run(counters.read(fab, timeout=20)).jobs[7]
     assert cut["trimmed"]["packets"] > 0
     assert cut["dropped"]["packets"] == 0
-    # Sized for the incast at the server's port: a 1 MiB buffer of 8274-byte frames less 3 workers x 4 packets,
-    # shared by the three push queues.
-    threshold = ((1 << 20) // fab.jobs[7].frame_bytes - 3 * 4) // 3
+    # Sized for the incast at the server's port: a 1 MiB buffer of 8274-byte frames less 3 workers x 4 packets
+    # (the job fills one push queue at a time).
+    threshold = (1 << 20) // fab.jobs[7].frame_bytes - 3 * 4
     assert cut["trimmed"]["packets"] == limit - (threshold + 1)
     assert cut["by_queue"][queue]["trimmed"]["packets"] == cut["trimmed"]["packets"]
 
@@ -244,7 +244,7 @@ def test_rejected_write_is_all_or_nothing_and_reported(switches: Switches) -> No
     out = report.outcome
     assert out is not None and out.atomic and out.applied == []
     assert len(out.failed) == 1 and out.failed[0].code not in ("OK", "ABORTED")
-    assert out.failed[0].change.note == "queue 2 drop class 1: trim above 38 packets"
+    assert out.failed[0].change.note == "queue 2 drop class 1: trim above 114 packets"
     assert len(out.skipped) == 30
     assert "nothing was applied" in report.error
     # Nothing is on the switch: a dry run still plans everything.

@@ -44,8 +44,10 @@ def test_thresholds_are_sized_for_the_incast_at_the_servers_port() -> None:
     capacity = (1 << 20) // frame
     ps_t = selective_drop.job_thresholds(ps, Paths(ps), ps.jobs[7], "s1")
     ring_t = selective_drop.job_thresholds(ring, Paths(ring), ring.jobs[7], "s1")
-    assert ps_t == {1: (capacity - 4 * 4) // 3}, "four workers push into the server's port, over three queues"
-    assert ring_t == {1: (capacity - 2 * 4) // 3}, "two neighbours send into each port (data one way, control back)"
+    # A job fills one of its eligible queues at a time (one collective at a time, in the same order on every
+    # rank): the room above the headroom is the queue's, not divided among the job's three push queues.
+    assert ps_t == {1: capacity - 4 * 4}, "four workers push into the server's port"
+    assert ring_t == {1: capacity - 2 * 4}, "two neighbours send into each port (data one way, control back)"
     fan = Paths(ps).fan_in(ps.jobs[7].pairs())
     assert fan[("s1", 5)] == 4 and fan[("s1", 1)] == 1
 
@@ -54,10 +56,25 @@ def test_more_drop_classes_and_explicit_thresholds() -> None:
     extra = "[job.policy.push]\ndrop_quantiles = [0.25, 0.5, 0.75]\n[job.switch]\nthresholds = { 3 = 10 }\n"
     f = load(STAR, job("ps", extra))
     t = selective_drop.job_thresholds(f, Paths(f), f.jobs[7], "s1")
-    top = ((1 << 20) // f.jobs[7].frame_bytes - 16) // 3
+    top = (1 << 20) // f.jobs[7].frame_bytes - 16
     assert t == {1: top, 2: top * 2 // 3, 3: 10}
     entries = selective_drop.entries(f, Paths(f), "s1")
     assert len(entries) == 3 * 3, "three push queues x three drop classes"
+
+
+def test_a_jobs_threshold_and_every_senders_burst_fit_the_buffer() -> None:
+    """What one job's eligible packets may hold in a queue, plus every sender's protected burst, fits the buffer,
+    and nothing more is held back: the job fills one of its push queues at a time."""
+    for workers, servers in (('["h1", "h2", "h3", "h5"]', 3), ('["h1", "h5"]', 1)):
+        f = load(STAR, job("ps", workers=workers))
+        paths = Paths(f)
+        j = f.jobs[7]
+        capacity = (1 << 20) // j.frame_bytes
+        senders = paths.fan_in(j.pairs())[("s1", 5)]
+        assert senders == servers
+        top = selective_drop.job_thresholds(f, paths, j, "s1")[1]
+        assert top + senders * j.switch.burst_packets == capacity
+        assert len(modes.eligible_queues(j)) == 3, "three push queues, each may take the whole room"
 
 
 def test_two_jobs_share_thresholds_by_minimum_and_keep_their_own_classes() -> None:

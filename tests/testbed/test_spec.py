@@ -107,3 +107,37 @@ def test_demo_scenario_fabrics(tmp_path: Path, topology: str) -> None:
         assert [s.fabric.hosts[h].switch for h in ("h1", "h2", "h3", "h4")] == ["leaf1", "leaf1", "leaf2", "leaf2"]
     else:
         assert list(s.fabric.switches) == ["s1"]
+
+
+def test_job_file_paces_the_hosts_to_their_share_of_the_bottleneck(tmp_path: Path) -> None:
+    from dlcp.config import load as load_job
+    from dlcp.controller import pacing
+    from dlcp.testbed.jobs import write_job_file
+
+    bottleneck = '[[link]]\nname = "h1-s1"\nrate = "200mbit"\nbuffer = "256KiB"\n'
+    s = spec.load(star(tmp_path, "paced", extra=bottleneck))
+    job = s.fabric.jobs[1]
+    transport = load_job(write_job_file(s, job, tmp_path)).transport
+    ip = {name: h.ip for name, h in s.fabric.hosts.items()}
+    # The ring's data: h1 -> h2 -> h3 -> h1; only h3's crosses the 200 Mbit/s port (toward h1).
+    assert transport.send_rate_bps[ip["h3"]] == int(200e6 * pacing.HEADROOM)
+    assert transport.send_rate_bps[ip["h1"]] == int(1e9 * pacing.HEADROOM)
+    assert transport.send_burst_bytes == pacing.send_burst_bytes(job)
+    # What the file says wins.
+    own = bottleneck.replace("[[link]]", "[job.transport.send_rate_bps]\n'10.0.0.3' = 1000\n[[link]]")
+    s = spec.load(star(tmp_path, "own", extra=own))
+    assert load_job(write_job_file(s, s.fabric.jobs[1], tmp_path)).transport.send_rate_bps == {"10.0.0.3": 1000}
+
+
+def test_scenario_jobs_carry_the_loss_bound_the_ranks_read(tmp_path: Path) -> None:
+    """On the testbed the ranks take their policy from the job file, not from ``--loss-bound``."""
+    from dlcp.config import load as load_job
+    from dlcp.protocol import MessageKind
+    from dlcp.testbed.jobs import write_job_file
+    from dlcp.testbed.scenario import Scenario
+
+    s = spec.load(Scenario(name="bound", loss_bound=0.025).write(tmp_path))
+    for job in s.fabric.jobs.values():
+        policy = load_job(write_job_file(s, job, tmp_path)).policy
+        assert policy.loss_bound(MessageKind.PUSH, 0) == policy.loss_bound(MessageKind.REDUCE_SCATTER, 0) == 0.025
+        assert policy.kinds[MessageKind.PUSH].drop_quantiles == (0.5,), "the rest of the kind's policy is kept"

@@ -1,0 +1,55 @@
+"""Host pacing from the fabric: how fast each of a job's hosts may send, and in what bursts.
+
+The switches' selective-drop thresholds (:mod:`dlcp.controller.selective_drop`) keep
+room above them for ``fan_in x burst_packets`` protected packets at each port: they
+assume every sender lands at most ``burst_packets`` frames at once and, between bursts,
+no more than its share of the port. The hosts are told the same (the job's
+``[transport] send_rate_bps`` and ``send_burst_bytes``, written into the job file the
+workers read): a host's rate is its share of the narrowest switch port its data leaves
+by (the port's rate over the job's data senders there), 5% below it for the headers,
+preamble and gap the port also carries; its burst is ``burst_packets`` datagrams.
+
+Unpaced, a sender lets a whole message go at once: on the testbed's 200 Mbit/s, 256 KiB
+bottleneck two workers pushing 2.4 MB each overflow the buffer many times over, and
+every overflow costs a retransmission round (docs/results.md, #14).
+
+Only data counts toward the share: PS pushes and pulls, ring data to the next rank (its
+acknowledgements back are a few control packets).
+"""
+
+from __future__ import annotations
+
+from dlcp.controller.model import Fabric, JobSpec
+from dlcp.controller.paths import Paths
+from dlcp.protocol import HEADER_SIZE
+
+HEADROOM = 0.95
+"""Fraction of a port's share a sender is paced to: the frames' headers and the wire's preamble and gap
+(about 1% at 8 KiB payloads) and the job's control packets take the rest."""
+
+
+def data_pairs(job: JobSpec) -> list[tuple[str, str]]:
+    """(sender, receiver) host pairs that carry the job's data (not its acknowledgements)."""
+    if job.mode == "ps":
+        return job.pairs()
+    n = len(job.workers)
+    return sorted({(a, job.workers[(i + 1) % n]) for i, a in enumerate(job.workers) if n > 1})
+
+
+def send_rates(fabric: Fabric, paths: Paths, job: JobSpec) -> dict[str, int]:
+    """Host IP -> bits/s of DLCP datagrams, for every host of ``job`` whose data crosses a shaped port."""
+    pairs = data_pairs(job)
+    fan = paths.fan_in(pairs)
+    rates: dict[str, float] = {}
+    for src, dst in pairs:
+        for hop in paths.hops(src, dst):
+            rate = fabric.link_of(*hop).rate_bps
+            if rate is not None:
+                share = rate / fan[hop]
+                rates[src] = min(rates.get(src, share), share)
+    return {fabric.hosts[h].ip: max(1, int(r * HEADROOM)) for h, r in sorted(rates.items())}
+
+
+def send_burst_bytes(job: JobSpec) -> int:
+    """The burst the thresholds leave room for: ``burst_packets`` full datagrams."""
+    return job.switch.burst_packets * (job.host.transport.payload_bytes + HEADER_SIZE)
