@@ -37,8 +37,8 @@ from dlcp.units import parse_duration
 SwitchKind = Literal["dlcp", "bmv2"]
 SWITCH_KINDS: tuple[SwitchKind, ...] = ("dlcp", "bmv2")
 CDFS = ("web-search", "data-mining")
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_]{0,19}$")
-HOST_NAME_RE = re.compile(r"^[A-Za-z0-9_.]{1,32}$")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_]{0,19}")  # fullmatch only: "$" matches before a final newline
+HOST_NAME_RE = re.compile(r"[A-Za-z0-9_.]{1,32}")
 """Fabric names: short (namespace names ``dlcp-<name>-<host>``), no ``-`` (it separates the parts)."""
 _TESTBED_KEYS = {"name", "switch", "traffic"}
 _TRAFFIC_KEYS = {"load", "cdf", "incast", "duration", "flows", "udp_share", "seed"}
@@ -119,7 +119,7 @@ def from_dict(doc: dict[str, Any], path: Path, *, switch: SwitchKind | None = No
     errs += [
         f"host.{h}.name: {h!r} must be 1-32 of A-Z, a-z, 0-9, _ and . (it names the host's namespace)"
         for h in fab.hosts
-        if not HOST_NAME_RE.match(h)
+        if not HOST_NAME_RE.fullmatch(h)
     ]
     if errs:
         raise SpecError(errs, str(path))
@@ -133,7 +133,7 @@ def _settings(raw: Any, path: Path, errs: list[str]) -> TestbedSettings:
     for key in sorted(set(raw) - _TESTBED_KEYS):
         errs.append(f"testbed.{key}: unknown field (known: {', '.join(sorted(_TESTBED_KEYS))})")
     name = raw.get("name", re.sub(r"[^a-z0-9_]", "_", path.stem.lower())[:20])
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         errs.append(f"testbed.name: {name!r} must be 1-20 of a-z, 0-9 and _ (it names the namespaces)")
         name = "fabric"
     kind = raw.get("switch", "dlcp")

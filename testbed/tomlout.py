@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _string(text: str) -> str:
@@ -22,7 +22,7 @@ def _string(text: str) -> str:
 
 
 def _key(k: str) -> str:
-    return k if _BARE_KEY.match(k) else _string(k)
+    return k if _BARE_KEY.fullmatch(k) else _string(k)  # not match(): "$" also matches before a final newline
 
 
 def _value(v: Any, where: str) -> str:

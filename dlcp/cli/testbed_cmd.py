@@ -196,7 +196,7 @@ def _fabric_name(text: str) -> str:
     p = Path(text)
     if p.suffix == ".toml" or p.exists():
         return str(spec.load(p).name)
-    if not spec.NAME_RE.match(text):
+    if not spec.NAME_RE.fullmatch(text):
         raise ValueError(f"FABRIC {text!r}: neither a fabric file nor a fabric name")
     return text
 

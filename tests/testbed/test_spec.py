@@ -57,6 +57,14 @@ def test_testbed_table_is_checked(tmp_path: Path) -> None:
     assert "testbed.switch" in str(exc.value) and "testbed.colour" in str(exc.value)
 
 
+def test_a_name_with_a_final_newline_is_refused(tmp_path: Path) -> None:
+    """A regex ``$`` also matches before a final newline; names become namespace names."""
+    path = star(tmp_path, "x")
+    path.write_text(path.read_text().replace('name = "x"', 'name = "x\\n"'))
+    with pytest.raises(spec.SpecError, match=r"testbed\.name"):
+        spec.load(path)
+
+
 def test_cli_refuses_before_creating_anything(tmp_path: Path) -> None:
     name = unique_name("bad")
     path = star(tmp_path, name, extra=BAD[0][0])
