@@ -107,6 +107,9 @@ class DlcpRoutingHelper : public Ipv4RoutingHelper
     }
 };
 
+/** First random-number stream of the RED queue discs (one each, by port; below: ns-3's automatic ones). */
+constexpr int64_t RED_STREAM_BASE = 1 << 20;
+
 struct LinkDesc
 {
     uint32_t a, b;
@@ -411,6 +414,13 @@ SimulationImpl::Build()
         }
         QueueDiscContainer qd = t.Install(dev);
         Ptr<QueueDisc> q = qd.Get(0);
+        if (Ptr<RedQueueDisc> red = DynamicCast<RedQueueDisc>(q))
+        {
+            // RED draws random numbers (a queue of exactly K packets marks at random). Its streams
+            // are numbered by port, not by how many random variables the IP stacks created before
+            // it, so the same seed gives the same marks with or without IP stacks on switches.
+            red->AssignStreams(RED_STREAM_BASE + static_cast<int64_t>(switch_qdiscs.size() + host_qdiscs.size()));
+        }
         if (Ptr<DlcpQueueDisc> dq = DynamicCast<DlcpQueueDisc>(q))
         {
             dq->SetConfig(on_switch ? &switch_config : &host_config);
