@@ -113,6 +113,22 @@ def check_memory(scenarios: Sequence[Scenario], parallel: int = 1, limit_mb: flo
     return estimates
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory since it started (its image: ``VmHWM``).
+
+    Not ``getrusage``'s ``ru_maxrss``: Linux carries that across fork and exec, so a simulation
+    started by a large process (a test session of 1.5 GB) would report its parent's peak.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def pfabric_buffer_packets(s: Scenario) -> int:
     """pFabric's buffer: two bandwidth-delay products of the longest host-to-host round trip."""
     if s.switch.pfabric_buffer_packets:
@@ -223,7 +239,7 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
         # CPU time of the run: on a shared machine, wall time also counts other processes' turns.
         "cpu_s": round(cpu_s, 3),
         "packets_per_cpu_s": round(sw["host_rx_packets"] / cpu_s) if cpu_s > 0 else 0,
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
         "memory_estimate_mb": round(est),
     }
     return out
