@@ -97,7 +97,7 @@ FIGURES: dict[str, Figure] = {
     ),
     "scale": Figure(
         "scale",
-        _sweep("topology.leaves", (2, 4, 8), (2, 4, 8, 16, 32, 64), ("dlcp", "dctcp")),
+        _sweep("topology.leaves", (2, 4, 8), (1, 2, 4, 8, 16, 32, 64), ("dlcp", "dctcp")),
         _scale,
         "gradient FCT (us)",
     ),

@@ -18,12 +18,13 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from dlcp import resources
 from dlcp.p4 import sizes
 from dlcp.protocol import NUM_PRIORITY_CLASSES, UDP_PORT, PacketType
 from dlcp.simulations import engine, scenario, workloads
@@ -38,6 +39,11 @@ PFABRIC_THRESHOLDS = (16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
 PATH_LINKS = {"star": 2, "leaf_spine": 4, "fat_tree": 6}
 BASE_MB = 260.0
 """Memory of a process with the simulator loaded and an empty fabric (measured: about 215 MB)."""
+MODEL_MB = 320.0
+"""A ps or ring workload reads its model's layers from torch (simulations/models.py): torch's import
+(measured: about 300 MB)."""
+MEMORY_SHARE = 0.8
+"""The share of ``MemAvailable`` a sweep's simulations may use at once."""
 
 
 class MemoryRefused(RuntimeError):
@@ -47,28 +53,80 @@ class MemoryRefused(RuntimeError):
 def estimate_memory_mb(s: Scenario, traffic: workloads.Traffic, nodes: int, links: int) -> float:
     """A coarse, deliberately high estimate of a run's peak memory (docs/simulations.md).
 
-    Calibrated on this machine: an empty fabric costs about 215 MB; a 4-worker ResNet-50
-    PS run peaked at 498 MB. Every packet a message or job iteration puts in flight is
-    charged 1 KB (packet metadata, headers, events), every buffered switch packet 1.5 KB.
+    Packets carry no payload bytes in the simulator (ns-3's zero-filled virtual data), so
+    what grows is: every switch port's buffer full at once (1.5 KB a queued packet: the
+    packet, its header bytes, its queue item); per node and port the ns-3 objects; per
+    message its sender and receiver state (2 KB, 30 KB for a TCP flow's sockets and
+    applications) and a few bytes per packet (bitmaps, drop classes); per training job the
+    same for every push and pull of every worker, all alive at once.
     """
     payload = s.dlcp.transport.payload_bytes
     ports = 2 * links
     buffered = ports * s.switch.buffer_packets * 1.5e-3
     per_node = nodes * 0.06 + ports * 0.03
-    msgs = sum(m.bytes for m in traffic.messages) / payload * 1e-3 + len(traffic.messages) * 0.01
-    jobs = sum(sum(j.layer_bytes) * len(j.workers) * 2 / payload * 1e-3 for j in traffic.jobs)
-    return BASE_MB + buffered + per_node + msgs + jobs
+    packets = sum(m.bytes for m in traffic.messages) / payload
+    tcp = sum(1 for m in traffic.messages if m.transport != workloads.DLCP)
+    msgs = packets * 64e-6 + len(traffic.messages) * 2e-3 + tcp * 30e-3
+    jobs = 0.0
+    for j in traffic.jobs:
+        per_iteration = len(j.workers) * 2 * len(j.layer_bytes)
+        jobs += sum(j.layer_bytes) * len(j.workers) * 2 / payload * 64e-6 + per_iteration * j.iterations * 2e-3
+    model = MODEL_MB if any(w.model for w in s.workload) else 0.0
+    return BASE_MB + model + buffered + per_node + msgs + jobs
+
+
+def memory_estimate(s: Scenario) -> float:
+    """The scenario's memory estimate (MB), from its fabric and generated traffic."""
+    fabric = s.topology.fabric()
+    traffic = workloads.generate(
+        s.workload, fabric.hosts, s.topology.host_gbps * 1e9, s.features, s.dlcp.policy, s.seed
+    )
+    return estimate_memory_mb(s, traffic, fabric.nodes, len(fabric.links))
 
 
 def available_mb() -> float:
+    avail = resources.available_memory()
+    return float("inf") if avail is None else avail / 2**20
+
+
+def check_memory(scenarios: Sequence[Scenario], parallel: int = 1, limit_mb: float | None = None) -> list[float]:
+    """Refuse, before any simulation starts, what this machine's memory cannot hold; returns the estimates.
+
+    Each run alone, and the ``parallel`` largest at once, must fit in ``limit_mb`` (default:
+    80% of ``MemAvailable``).
+    """
+    estimates = [memory_estimate(s) for s in scenarios]
+    limit = available_mb() * MEMORY_SHARE if limit_mb is None else limit_mb
+    where = "80% of MemAvailable" if limit_mb is None else "the limit given"
+    for s, est in zip(scenarios, estimates, strict=True):
+        if est > limit:
+            raise MemoryRefused(
+                f"scenario {s.name!r} needs about {est:.0f} MB by estimate, over the {limit:.0f} MB this machine can"
+                f" give ({where}); make it smaller (hosts, buffer_packets, workload sizes)"
+            )
+    at_once = sum(sorted(estimates, reverse=True)[: max(1, parallel)])
+    if parallel > 1 and at_once > limit:
+        raise MemoryRefused(
+            f"{parallel} simulations at a time need about {at_once:.0f} MB by estimate, over the {limit:.0f} MB"
+            f" this machine can give ({where}); run fewer at a time (--parallel)"
+        )
+    return estimates
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory since it started (its image: ``VmHWM``).
+
+    Not ``getrusage``'s ``ru_maxrss``: Linux carries that across fork and exec, so a simulation
+    started by a large process (a test session of 1.5 GB) would report its parent's peak.
+    """
     try:
-        with open("/proc/meminfo") as f:
+        with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("MemAvailable:"):
+                if line.startswith("VmHWM:"):
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
-    return float("inf")
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def pfabric_buffer_packets(s: Scenario) -> int:
@@ -96,18 +154,20 @@ def _install_tables(sim: Any, s: Scenario, ns: Any) -> None:
 
 
 def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]:
-    """Run one scenario in this process (once per process: ns-3's simulator is global)."""
+    """Run one scenario in this process (once per process: ns-3's simulator is global).
+
+    The memory check belongs before the process starts (:func:`run`, :func:`check_memory`);
+    ``refuse_over_mb`` refuses here too, for in-process use.
+    """
     wall0 = time.monotonic()
     fabric = s.topology.fabric()
     host_bps = s.topology.host_gbps * 1e9
     feat = s.features
     traffic = workloads.generate(s.workload, fabric.hosts, host_bps, feat, s.dlcp.policy, s.seed)
     est = estimate_memory_mb(s, traffic, fabric.nodes, len(fabric.links))
-    limit = available_mb() * 0.8 if refuse_over_mb is None else refuse_over_mb
-    if est > limit:
+    if refuse_over_mb is not None and est > refuse_over_mb:
         raise MemoryRefused(
-            f"scenario {s.name!r} needs about {est:.0f} MB by estimate, over the {limit:.0f} MB this machine can give"
-            " (80% of MemAvailable); make it smaller (hosts, buffer_packets, workload sizes)"
+            f"scenario {s.name!r} needs about {est:.0f} MB by estimate, over the {refuse_over_mb:.0f} MB given"
         )
     ns = engine.load()
     sim = ns.Simulation(s.seed)
@@ -164,9 +224,9 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
         )
         sim.AddJob(spec)
     build_s = time.monotonic() - wall0
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), time.process_time()
     sim.Run(s.stop_s)
-    run_s = time.monotonic() - t0
+    run_s, cpu_s = time.monotonic() - t0, time.process_time() - c0
     out = summarise(s, sim, traffic, len(traffic.jobs))
     sw = out["counters"]
     out["perf"] = {
@@ -176,7 +236,10 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
         "packets": sw["host_rx_packets"],
         "packet_hops": sw["switch_forwarded"],
         "packets_per_s": round(sw["host_rx_packets"] / run_s) if run_s > 0 else 0,
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        # CPU time of the run: on a shared machine, wall time also counts other processes' turns.
+        "cpu_s": round(cpu_s, 3),
+        "packets_per_cpu_s": round(sw["host_rx_packets"] / cpu_s) if cpu_s > 0 else 0,
+        "peak_rss_mb": round(peak_rss_mb(), 1),
         "memory_estimate_mb": round(est),
     }
     return out
@@ -257,6 +320,7 @@ def summarise(s: Scenario, sim: Any, traffic: workloads.Traffic, njobs: int) -> 
         "switch_forwarded": int(sw.switch_forwarded),
         "host_rx_packets": int(sw.host_rx_packets),
         "route_lookups": int(sw.route_lookups),
+        "switch_dropped": int(sw.switch_dropped),
         "per_class": per_class,
     }
     return {
@@ -275,9 +339,10 @@ def summarise(s: Scenario, sim: Any, traffic: workloads.Traffic, njobs: int) -> 
 def run(table: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
     """Run one scenario (its TOML table) in a fresh process; returns its summary.
 
-    The table is validated here first, so a bad scenario fails before any process starts.
+    The table is validated, and its memory estimate checked against this machine
+    (:func:`check_memory`), before any process starts.
     """
-    scenario.from_table(table)
+    check_memory([scenario.from_table(table)])
     env = dict(os.environ)
     proc = subprocess.run(
         [sys.executable, "-P", "-m", "dlcp.simulations.child"],  # -P: never import from the cwd
@@ -305,8 +370,9 @@ def sweep(
 ) -> list[dict[str, Any]]:
     """Run many scenarios: local processes (``parallel`` at a time), or a Dask cluster at ``address``."""
     todo = list(tables)
-    for t in todo:
-        scenario.from_table(t)  # refuse a bad sweep before anything starts
+    parsed = [scenario.from_table(t) for t in todo]  # refuse a bad sweep before anything starts
+    if not address:  # a cluster's workers check their own memory (run)
+        check_memory(parsed, parallel=min(max(1, parallel), len(parsed)))
     results: list[dict[str, Any]] = [{} for _ in todo]
     if address:
         try:

@@ -94,8 +94,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  job {j['tag']}: iteration times (ms) {its}")
     p = result["perf"]
     print(
-        f"  wall {p['wall_s']} s, {p['packets']} packets, {p['packets_per_s']} packets/s,"
-        f" peak RSS {p['peak_rss_mb']} MB"
+        f"  wall {p['wall_s']} s (CPU {p['cpu_s']} s), {p['packets']} packets, {p['packets_per_s']} packets/s,"
+        f" peak RSS {p['peak_rss_mb']} MB (estimate {p['memory_estimate_mb']} MB)"
     )
     return 0
 
@@ -128,9 +128,10 @@ def _bench(args: argparse.Namespace) -> int:
         label = "ns-3 global routing" if routing == "global" else "DLCP routing"
         print(
             f"{label:<20} {r['hosts']} hosts  packets {r['packets']}  wall_s {r['wall_s']}"
-            f"  packets_per_s {r['packets_per_s']}  peak_rss_mb {r['peak_rss_mb']}"
+            f"  packets_per_s {r['packets_per_s']}  cpu_s {r['cpu_s']}  packets_per_cpu_s {r['packets_per_cpu_s']}"
+            f"  peak_rss_mb {r['peak_rss_mb']}"
         )
-    print(f"DLCP routing / stock: {out['speedup']}x packets per second")
+    print(f"DLCP routing / stock: {out['speedup']}x packets per second, {out['speedup_cpu']}x packets per CPU second")
     return 0
 
 

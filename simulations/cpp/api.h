@@ -56,6 +56,7 @@ struct SwitchTotals
     uint64_t switch_forwarded = 0; // packets sent by switch queue discs (hops through switches)
     uint64_t host_rx_packets = 0;  // IPv4 packets delivered to hosts' transports
     uint64_t route_lookups = 0;
+    uint64_t switch_dropped = 0;   // DLCP switches: no route or TTL expired (0 in a sound fabric)
 };
 
 class SimulationImpl;

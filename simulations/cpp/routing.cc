@@ -3,9 +3,11 @@
 #include "dlcp_constants.h"
 #include "wire.h"
 
+#include "ns3/ipv4-queue-disc-item.h"
 #include "ns3/log.h"
 #include "ns3/net-device.h"
 #include "ns3/packet.h"
+#include "ns3/traffic-control-layer.h"
 
 namespace dlcpsim
 {
@@ -14,9 +16,11 @@ using namespace ns3;
 
 NS_LOG_COMPONENT_DEFINE("DlcpRouting");
 NS_OBJECT_ENSURE_REGISTERED(DlcpRouting);
+NS_OBJECT_ENSURE_REGISTERED(DlcpSwitch);
 
 static constexpr uint8_t IPPROTO_TCP = 6;
 static constexpr uint8_t IPPROTO_UDP = 17;
+static constexpr uint16_t IPV4_ETHERTYPE = 0x0800;
 
 static inline uint64_t
 Mix(uint64_t x)
@@ -30,6 +34,107 @@ Mix(uint64_t x)
     return x;
 }
 
+uint64_t
+PathHash(const Ipv4Header& header, const Packet* p, const AddressBook* book)
+{
+    uint64_t key = (static_cast<uint64_t>(header.GetSource().Get()) << 32) | header.GetDestination().Get();
+    uint64_t entropy = header.GetProtocol();
+    if (p && (header.GetProtocol() == IPPROTO_UDP || header.GetProtocol() == IPPROTO_TCP))
+    {
+        uint8_t l4[dlcp::MIN_DLCP_UDP_LENGTH];
+        uint32_t n = p->CopyData(l4, sizeof(l4));
+        if (n >= 4)
+        {
+            entropy = (entropy << 32) | GetField(l4, 0, 4); // source and destination ports
+        }
+        if (header.GetProtocol() == IPPROTO_UDP && n >= dlcp::MIN_DLCP_UDP_LENGTH)
+        {
+            uint16_t dport = static_cast<uint16_t>(GetField(l4, 2, 2));
+            const uint8_t* h = l4 + dlcp::UDP_HEADER_SIZE;
+            bool dlcp_port = dport == dlcp::UDP_PORT || (book && book->dlcp_ports.count(dport) > 0);
+            if (dlcp_port && (book == nullptr || book->spray) && VersionOf(h) == dlcp::VERSION &&
+                PacketTypeOf(h) == dlcp::TYPE_DATA)
+            {
+                entropy ^= static_cast<uint64_t>(GetField(h, dlcp::OFF_SEQ, dlcp::SIZE_SEQ)) << 8;
+            }
+        }
+    }
+    return Mix(key ^ Mix(entropy));
+}
+
+void
+NextHops::SetGroup(uint32_t gid, const std::vector<uint32_t>& ports)
+{
+    if (m_groups.size() <= gid)
+    {
+        m_groups.resize(gid + 1);
+    }
+    m_groups[gid] = ports;
+}
+
+void
+NextHops::SetHostGroup(uint32_t host, uint32_t gid)
+{
+    if (m_hostGroup.size() <= host)
+    {
+        m_hostGroup.resize(host + 1, -1);
+    }
+    m_hostGroup[host] = static_cast<int32_t>(gid);
+}
+
+// ---- DlcpSwitch --------------------------------------------------------------
+
+TypeId
+DlcpSwitch::GetTypeId()
+{
+    static TypeId tid = TypeId("dlcpsim::DlcpSwitch").SetParent<Object>().AddConstructor<DlcpSwitch>();
+    return tid;
+}
+
+void
+DlcpSwitch::Attach(Ptr<Node> node, const AddressBook* book)
+{
+    m_book = book;
+    m_tc = node->GetObject<TrafficControlLayer>();
+    NS_ABORT_MSG_IF(!m_tc, "DlcpSwitch needs a TrafficControlLayer on its node");
+    m_ports.clear();
+    for (uint32_t i = 0; i < node->GetNDevices(); ++i)
+    {
+        m_ports.push_back(node->GetDevice(i));
+    }
+    node->RegisterProtocolHandler(MakeCallback(&DlcpSwitch::Receive, this), IPV4_ETHERTYPE, nullptr);
+}
+
+void
+DlcpSwitch::Receive(Ptr<NetDevice>, Ptr<const Packet> p, uint16_t, const Address&, const Address&,
+                    NetDevice::PacketType)
+{
+    Ptr<Packet> packet = p->Copy(); // shares the bytes: only the header is cut off
+    Ipv4Header ip;
+    packet->RemoveHeader(ip);
+    m_lookups++;
+    int32_t port = m_table.Pick(m_table.GroupFor(m_book, ip.GetDestination()), ip, PeekPointer(packet), m_book);
+    if (port < 0 || static_cast<size_t>(port) >= m_ports.size() || ip.GetTtl() <= 1)
+    {
+        m_dropped++;
+        return;
+    }
+    ip.SetTtl(ip.GetTtl() - 1);
+    const Ptr<NetDevice>& out = m_ports[port];
+    StaticCast<TrafficControlLayer>(m_tc)->Send(
+        out, Create<Ipv4QueueDiscItem>(packet, out->GetBroadcast(), IPV4_ETHERTYPE, ip));
+}
+
+void
+DlcpSwitch::DoDispose()
+{
+    m_ports.clear();
+    m_tc = nullptr;
+    Object::DoDispose();
+}
+
+// ---- DlcpRouting (hosts) -------------------------------------------------------
+
 TypeId
 DlcpRouting::GetTypeId()
 {
@@ -42,40 +147,6 @@ DlcpRouting::GetTypeId()
 
 DlcpRouting::DlcpRouting() = default;
 DlcpRouting::~DlcpRouting() = default;
-
-void
-DlcpRouting::SetGroup(uint32_t gid, const std::vector<uint32_t>& interfaces)
-{
-    if (m_groups.size() <= gid)
-    {
-        m_groups.resize(gid + 1);
-    }
-    m_groups[gid] = interfaces;
-}
-
-void
-DlcpRouting::SetHostGroup(uint32_t host, uint32_t gid)
-{
-    if (m_hostGroup.size() <= host)
-    {
-        m_hostGroup.resize(host + 1, -1);
-    }
-    m_hostGroup[host] = static_cast<int32_t>(gid);
-}
-
-int32_t
-DlcpRouting::GroupFor(Ipv4Address dst) const
-{
-    if (m_book != nullptr)
-    {
-        auto it = m_book->host_of_address.find(dst.Get());
-        if (it != m_book->host_of_address.end() && it->second < m_hostGroup.size() && m_hostGroup[it->second] >= 0)
-        {
-            return m_hostGroup[it->second];
-        }
-    }
-    return m_default;
-}
 
 Ptr<Ipv4Route>
 DlcpRouting::RouteVia(uint32_t interface)
@@ -102,47 +173,17 @@ DlcpRouting::RouteVia(uint32_t interface)
 }
 
 Ptr<Ipv4Route>
-DlcpRouting::Pick(int32_t gid, const Ipv4Header& header, Ptr<const Packet> p)
+DlcpRouting::Lookup(const Ipv4Header& header, const Packet* p)
 {
     m_lookups++;
-    if (gid < 0 || static_cast<size_t>(gid) >= m_groups.size() || m_groups[gid].empty())
-    {
-        return nullptr;
-    }
-    const std::vector<uint32_t>& g = m_groups[gid];
-    if (g.size() == 1)
-    {
-        return RouteVia(g[0]);
-    }
-    uint64_t key = (static_cast<uint64_t>(header.GetSource().Get()) << 32) | header.GetDestination().Get();
-    uint64_t entropy = header.GetProtocol();
-    if (p && (header.GetProtocol() == IPPROTO_UDP || header.GetProtocol() == IPPROTO_TCP))
-    {
-        uint8_t l4[dlcp::MIN_DLCP_UDP_LENGTH];
-        uint32_t n = p->CopyData(l4, sizeof(l4));
-        if (n >= 4)
-        {
-            entropy = (entropy << 32) | GetField(l4, 0, 4); // source and destination ports
-        }
-        if (header.GetProtocol() == IPPROTO_UDP && n >= dlcp::MIN_DLCP_UDP_LENGTH)
-        {
-            uint16_t dport = static_cast<uint16_t>(GetField(l4, 2, 2));
-            const uint8_t* h = l4 + dlcp::UDP_HEADER_SIZE;
-            bool dlcp_port = dport == dlcp::UDP_PORT || (m_book && m_book->dlcp_ports.count(dport) > 0);
-            if (dlcp_port && (m_book == nullptr || m_book->spray) && VersionOf(h) == dlcp::VERSION && PacketTypeOf(h) == dlcp::TYPE_DATA)
-            {
-                entropy ^= static_cast<uint64_t>(GetField(h, dlcp::OFF_SEQ, dlcp::SIZE_SEQ)) << 8;
-            }
-        }
-    }
-    uint64_t hsh = Mix(key ^ Mix(entropy));
-    return RouteVia(g[hsh % g.size()]);
+    int32_t iface = m_table.Pick(m_table.GroupFor(m_book, header.GetDestination()), header, p, m_book);
+    return iface < 0 ? nullptr : RouteVia(static_cast<uint32_t>(iface));
 }
 
 Ptr<Ipv4Route>
 DlcpRouting::RouteOutput(Ptr<Packet> p, const Ipv4Header& header, Ptr<NetDevice> oif, Socket::SocketErrno& sockerr)
 {
-    Ptr<Ipv4Route> r = Pick(GroupFor(header.GetDestination()), header, p);
+    Ptr<Ipv4Route> r = Lookup(header, PeekPointer(p));
     sockerr = r ? Socket::ERROR_NOTERROR : Socket::ERROR_NOROUTETOHOST;
     return r;
 }
@@ -161,7 +202,7 @@ DlcpRouting::RouteInput(Ptr<const Packet> p,
         lcb(p, header, m_ipv4->GetInterfaceForDevice(idev));
         return true;
     }
-    Ptr<Ipv4Route> r = Pick(GroupFor(header.GetDestination()), header, p);
+    Ptr<Ipv4Route> r = Lookup(header, PeekPointer(p));
     if (!r)
     {
         ecb(p, header, Socket::ERROR_NOROUTETOHOST);

@@ -7,11 +7,21 @@
 // of the 5-tuple and the DLCP sequence number, as the P4 ECMP does; every other
 // packet (TCP, DLCP control) hashes its 5-tuple only and keeps one path.
 // ns-3's global routing, by contrast, scans its whole table on every packet.
+//
+// Hosts run ns-3's IPv4 stack with DlcpRouting. Switches, with "dlcp" routing, run
+// no IP stack at all: DlcpSwitch takes each packet from the device, reads its IPv4
+// header once, decrements the TTL, picks the output port and hands the packet to
+// that port's queue disc, as a P4 switch's ingress does. This skips, per hop,
+// ns-3's IPv4 receive and forward path (two packet copies, interface and route
+// callbacks, trace sources) -- about a third of the simulator's instructions at
+// 256 hosts (docs/results.md, "Where the instructions go").
 #pragma once
 
 #include "ns3/ipv4-route.h"
 #include "ns3/ipv4-routing-protocol.h"
 #include "ns3/ipv4.h"
+#include "ns3/net-device.h"
+#include "ns3/node.h"
 
 #include <cstdint>
 #include <memory>
@@ -30,6 +40,99 @@ struct AddressBook
     bool spray = true; // DLCP data packets: per-packet spraying (false: per flow, the ablation)
 };
 
+/** The path hash of a packet (IPv4 header, then L4 onwards in `p`): 5-tuple, plus DLCP's
+ *  sequence number for DLCP data when spraying. Every node picks among equal-cost ports by it. */
+uint64_t PathHash(const ns3::Ipv4Header& header, const ns3::Packet* p, const AddressBook* book);
+
+/** Next-hop groups by destination host: the table both DlcpRouting and DlcpSwitch look up. */
+class NextHops
+{
+  public:
+    void SetGroup(uint32_t gid, const std::vector<uint32_t>& ports);
+    void SetHostGroup(uint32_t host, uint32_t gid);
+
+    /** The group towards `dst`, or -1. */
+    int32_t GroupFor(const AddressBook* book, ns3::Ipv4Address dst) const
+    {
+        if (book != nullptr)
+        {
+            auto it = book->host_of_address.find(dst.Get());
+            if (it != book->host_of_address.end() && it->second < m_hostGroup.size() && m_hostGroup[it->second] >= 0)
+            {
+                return m_hostGroup[it->second];
+            }
+        }
+        return m_default;
+    }
+
+    void SetDefaultGroup(uint32_t gid)
+    {
+        m_default = static_cast<int32_t>(gid);
+    }
+
+    /** The port out of group `gid` for this packet (-1: no such group). */
+    int32_t Pick(int32_t gid, const ns3::Ipv4Header& header, const ns3::Packet* p, const AddressBook* book) const
+    {
+        if (gid < 0 || static_cast<size_t>(gid) >= m_groups.size() || m_groups[gid].empty())
+        {
+            return -1;
+        }
+        const std::vector<uint32_t>& g = m_groups[gid];
+        if (g.size() == 1)
+        {
+            return static_cast<int32_t>(g[0]);
+        }
+        return static_cast<int32_t>(g[PathHash(header, p, book) % g.size()]);
+    }
+
+  private:
+    std::vector<std::vector<uint32_t>> m_groups;
+    std::vector<int32_t> m_hostGroup;
+    int32_t m_default = -1;
+};
+
+/** A switch without an IP stack: IPv4 header in, O(1) next hop, the output port's queue disc. */
+class DlcpSwitch : public ns3::Object
+{
+  public:
+    static ns3::TypeId GetTypeId();
+
+    /** Take over every device of `node` (call after its devices and TrafficControlLayer exist). */
+    void Attach(ns3::Ptr<ns3::Node> node, const AddressBook* book);
+
+    NextHops& Table()
+    {
+        return m_table;
+    }
+
+    uint64_t Lookups() const
+    {
+        return m_lookups;
+    }
+
+    /** Packets dropped here: no route, or TTL expired. */
+    uint64_t Dropped() const
+    {
+        return m_dropped;
+    }
+
+  private:
+    void Receive(ns3::Ptr<ns3::NetDevice> device,
+                 ns3::Ptr<const ns3::Packet> p,
+                 uint16_t protocol,
+                 const ns3::Address& from,
+                 const ns3::Address& to,
+                 ns3::NetDevice::PacketType type);
+    void DoDispose() override;
+
+    const AddressBook* m_book = nullptr;
+    NextHops m_table;
+    std::vector<ns3::Ptr<ns3::NetDevice>> m_ports; // by device index on the node
+    ns3::Ptr<ns3::Object> m_tc;                     // the node's TrafficControlLayer
+    uint64_t m_lookups = 0;
+    uint64_t m_dropped = 0;
+};
+
 class DlcpRouting : public ns3::Ipv4RoutingProtocol
 {
   public:
@@ -42,14 +145,11 @@ class DlcpRouting : public ns3::Ipv4RoutingProtocol
         m_book = book;
     }
 
-    /** Define group `gid` as these output interfaces (equal-cost next hops). */
-    void SetGroup(uint32_t gid, const std::vector<uint32_t>& interfaces);
-    /** Traffic to host `host` leaves by group `gid`. */
-    void SetHostGroup(uint32_t host, uint32_t gid);
-    /** Traffic to any address not otherwise routed leaves by group `gid` (a host's uplink). */
-    void SetDefaultGroup(uint32_t gid)
+    /** Groups of output interfaces (equal-cost next hops) by destination host; the default
+     *  group carries traffic to any address not otherwise routed (a host's uplink). */
+    NextHops& Table()
     {
-        m_default = static_cast<int32_t>(gid);
+        return m_table;
     }
 
     uint64_t Lookups() const
@@ -77,15 +177,12 @@ class DlcpRouting : public ns3::Ipv4RoutingProtocol
                            ns3::Time::Unit unit = ns3::Time::S) const override;
 
   private:
-    int32_t GroupFor(ns3::Ipv4Address dst) const;
-    ns3::Ptr<ns3::Ipv4Route> Pick(int32_t gid, const ns3::Ipv4Header& header, ns3::Ptr<const ns3::Packet> p);
+    ns3::Ptr<ns3::Ipv4Route> Lookup(const ns3::Ipv4Header& header, const ns3::Packet* p);
     ns3::Ptr<ns3::Ipv4Route> RouteVia(uint32_t interface);
 
     ns3::Ptr<ns3::Ipv4> m_ipv4;
     const AddressBook* m_book = nullptr;
-    std::vector<std::vector<uint32_t>> m_groups;
-    std::vector<int32_t> m_hostGroup;
-    int32_t m_default = -1;
+    NextHops m_table;
     std::vector<ns3::Ptr<ns3::Ipv4Route>> m_routeVia; // per interface, built once
     std::unordered_set<uint32_t> m_local;
     uint64_t m_lookups = 0;

@@ -13,6 +13,7 @@
 #include "ns3/point-to-point-module.h"
 #include "ns3/traffic-control-module.h"
 
+#include <array>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -106,6 +107,9 @@ class DlcpRoutingHelper : public Ipv4RoutingHelper
     }
 };
 
+/** First random-number stream of the RED queue discs (one each, by port; below: ns-3's automatic ones). */
+constexpr int64_t RED_STREAM_BASE = 1 << 20;
+
 struct LinkDesc
 {
     uint32_t a, b;
@@ -140,7 +144,22 @@ class SimulationImpl : public MessageService
     std::vector<Ipv4Address> host_address;
     // per node: neighbour node -> interface index
     std::vector<std::unordered_map<uint32_t, uint32_t>> iface_to;
-    std::vector<Ptr<DlcpRouting>> dlcp_routing;
+    std::vector<Ptr<DlcpRouting>> dlcp_routing; // hosts (and nothing else with "global" routing)
+    std::vector<Ptr<DlcpSwitch>> dlcp_switch;   // switches, with "dlcp" routing
+
+    /** Node `node`'s next-hop table (DLCP routing only). */
+    NextHops& TableOf(uint32_t node, const char* what)
+    {
+        if (node < dlcp_routing.size() && dlcp_routing[node])
+        {
+            return dlcp_routing[node]->Table();
+        }
+        if (node < dlcp_switch.size() && dlcp_switch[node])
+        {
+            return dlcp_switch[node]->Table();
+        }
+        throw std::logic_error(std::string(what) + " needs dlcp routing, Build() and an existing node");
+    }
     std::vector<Ptr<QueueDisc>> switch_qdiscs, host_qdiscs;
     std::vector<Ptr<DlcpHost>> hosts;
     std::vector<FlowRecord> records;
@@ -268,20 +287,38 @@ SimulationImpl::Build()
         Config::SetDefault("ns3::Ipv4GlobalRouting::RandomEcmpRouting", BooleanValue(true));
     }
 
+    // Events in a std::priority_queue (one vector) rather than ns-3's default std::map (a node
+    // allocated per event): 2% fewer instructions at 256 hosts under callgrind, same event order
+    // (every scheduler orders by time, then by insertion). HeapScheduler was 16% worse.
+    Simulator::SetScheduler(ObjectFactory("ns3::PriorityQueueScheduler"));
+
     uint32_t n = static_cast<uint32_t>(is_host.size());
     nodes.Create(n);
+    // With DLCP routing only hosts run an IP stack; switches forward with DlcpSwitch (routing.h).
+    bool lean = routing == "dlcp";
     InternetStackHelper stack;
     DlcpRoutingHelper dlcpHelper;
-    if (routing == "dlcp")
+    if (lean)
     {
         stack.SetRoutingHelper(dlcpHelper);
     }
-    stack.Install(nodes);
+    for (uint32_t i = 0; i < n; ++i)
+    {
+        if (is_host[i] || !lean)
+        {
+            stack.Install(nodes.Get(i));
+        }
+        else
+        {
+            nodes.Get(i)->AggregateObject(CreateObject<TrafficControlLayer>());
+        }
+    }
 
     iface_to.assign(n, {});
     host_address.assign(node_of_host.size(), Ipv4Address());
     Ipv4AddressHelper addr;
     addr.SetBase("10.0.0.0", "255.255.255.252");
+    uint32_t next_subnet = Ipv4Address("10.0.0.0").Get();
     std::vector<std::pair<Ptr<NetDevice>, bool>> devices; // device, on a switch
     for (const LinkDesc& l : links)
     {
@@ -292,17 +329,46 @@ SimulationImpl::Build()
         // A one-packet device queue: the queue disc above it holds the backlog (and decides).
         p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", QueueSizeValue(QueueSize("1p")));
         NetDeviceContainer d = p2p.Install(nodes.Get(l.a), nodes.Get(l.b));
-        Ipv4InterfaceContainer ifs = addr.Assign(d);
-        addr.NewNetwork();
-        iface_to[l.a][l.b] = ifs.Get(0).second;
-        iface_to[l.b][l.a] = ifs.Get(1).second;
-        if (is_host[l.a])
+        if (lean)
         {
-            host_address[host_of_node[l.a]] = ifs.GetAddress(0);
+            // Each link a /30 (a: .1, b: .2), as Ipv4AddressHelper numbers them, but only hosts
+            // get an interface; a switch's port is its device index.
+            std::array<uint32_t, 2> ends{l.a, l.b};
+            for (uint32_t e = 0; e < 2; ++e)
+            {
+                Ptr<Node> node = nodes.Get(ends[e]);
+                Ipv4Address a(next_subnet + 1 + e);
+                if (is_host[ends[e]])
+                {
+                    Ptr<Ipv4> ip = node->GetObject<Ipv4>();
+                    int32_t i = ip->AddInterface(d.Get(e));
+                    ip->AddAddress(i, Ipv4InterfaceAddress(a, Ipv4Mask("255.255.255.252")));
+                    ip->SetMetric(i, 1);
+                    ip->SetUp(i);
+                    iface_to[ends[e]][ends[1 - e]] = static_cast<uint32_t>(i);
+                    host_address[host_of_node[ends[e]]] = a;
+                }
+                else
+                {
+                    iface_to[ends[e]][ends[1 - e]] = d.Get(e)->GetIfIndex();
+                }
+            }
+            next_subnet += 4;
         }
-        if (is_host[l.b])
+        else
         {
-            host_address[host_of_node[l.b]] = ifs.GetAddress(1);
+            Ipv4InterfaceContainer ifs = addr.Assign(d);
+            addr.NewNetwork();
+            iface_to[l.a][l.b] = ifs.Get(0).second;
+            iface_to[l.b][l.a] = ifs.Get(1).second;
+            if (is_host[l.a])
+            {
+                host_address[host_of_node[l.a]] = ifs.GetAddress(0);
+            }
+            if (is_host[l.b])
+            {
+                host_address[host_of_node[l.b]] = ifs.GetAddress(1);
+            }
         }
         devices.emplace_back(d.Get(0), !is_host[l.a]);
         devices.emplace_back(d.Get(1), !is_host[l.b]);
@@ -318,7 +384,11 @@ SimulationImpl::Build()
     TrafficControlHelper tch;
     for (auto& [dev, on_switch] : devices)
     {
-        tch.Uninstall(dev);
+        Ptr<TrafficControlLayer> tcl = dev->GetNode()->GetObject<TrafficControlLayer>();
+        if (tcl->GetRootQueueDiscOnDevice(dev))
+        {
+            tch.Uninstall(dev);
+        }
         TrafficControlHelper t;
         std::string kind = on_switch ? switch_queue : (switch_queue == "dlcp" ? "dlcp" : "fifo");
         uint32_t limit = on_switch ? switch_limit : host_limit;
@@ -344,6 +414,13 @@ SimulationImpl::Build()
         }
         QueueDiscContainer qd = t.Install(dev);
         Ptr<QueueDisc> q = qd.Get(0);
+        if (Ptr<RedQueueDisc> red = DynamicCast<RedQueueDisc>(q))
+        {
+            // RED draws random numbers (a queue of exactly K packets marks at random). Its streams
+            // are numbered by port, not by how many random variables the IP stacks created before
+            // it, so the same seed gives the same marks with or without IP stacks on switches.
+            red->AssignStreams(RED_STREAM_BASE + static_cast<int64_t>(switch_qdiscs.size() + host_qdiscs.size()));
+        }
         if (Ptr<DlcpQueueDisc> dq = DynamicCast<DlcpQueueDisc>(q))
         {
             dq->SetConfig(on_switch ? &switch_config : &host_config);
@@ -352,13 +429,25 @@ SimulationImpl::Build()
     }
 
     dlcp_routing.assign(n, nullptr);
-    if (routing == "dlcp")
+    dlcp_switch.assign(n, nullptr);
+    if (lean)
     {
         for (uint32_t i = 0; i < n; ++i)
         {
-            Ptr<DlcpRouting> r = DynamicCast<DlcpRouting>(nodes.Get(i)->GetObject<Ipv4>()->GetRoutingProtocol());
-            r->SetAddressBook(&book);
-            dlcp_routing[i] = r;
+            if (is_host[i])
+            {
+                Ptr<DlcpRouting> r =
+                    DynamicCast<DlcpRouting>(nodes.Get(i)->GetObject<Ipv4>()->GetRoutingProtocol());
+                r->SetAddressBook(&book);
+                dlcp_routing[i] = r;
+            }
+            else
+            {
+                Ptr<DlcpSwitch> sw = CreateObject<DlcpSwitch>();
+                nodes.Get(i)->AggregateObject(sw);
+                sw->Attach(nodes.Get(i), &book);
+                dlcp_switch[i] = sw;
+            }
         }
     }
     else
@@ -557,11 +646,7 @@ Simulation::Build()
 void
 Simulation::SetGroup(uint32_t node, uint32_t gid, const std::vector<uint32_t>& next_nodes)
 {
-    Ptr<DlcpRouting> r = m_impl->dlcp_routing.at(node);
-    if (!r)
-    {
-        throw std::logic_error("SetGroup needs dlcp routing and Build()");
-    }
+    NextHops& table = m_impl->TableOf(node, "SetGroup");
     std::vector<uint32_t> ifs;
     for (uint32_t nb : next_nodes)
     {
@@ -572,22 +657,18 @@ Simulation::SetGroup(uint32_t node, uint32_t gid, const std::vector<uint32_t>& n
         }
         ifs.push_back(it->second);
     }
-    r->SetGroup(gid, ifs);
+    table.SetGroup(gid, ifs);
 }
 
 void
 Simulation::SetHostGroups(uint32_t node, const std::vector<int32_t>& host_gid)
 {
-    Ptr<DlcpRouting> r = m_impl->dlcp_routing.at(node);
-    if (!r)
-    {
-        throw std::logic_error("SetHostGroups needs dlcp routing and Build()");
-    }
+    NextHops& table = m_impl->TableOf(node, "SetHostGroups");
     for (uint32_t h = 0; h < host_gid.size(); ++h)
     {
         if (host_gid[h] >= 0)
         {
-            r->SetHostGroup(h, static_cast<uint32_t>(host_gid[h]));
+            table.SetHostGroup(h, static_cast<uint32_t>(host_gid[h]));
         }
     }
 }
@@ -595,12 +676,7 @@ Simulation::SetHostGroups(uint32_t node, const std::vector<int32_t>& host_gid)
 void
 Simulation::SetDefaultGroup(uint32_t node, uint32_t gid)
 {
-    Ptr<DlcpRouting> r = m_impl->dlcp_routing.at(node);
-    if (!r)
-    {
-        throw std::logic_error("SetDefaultGroup needs dlcp routing and Build()");
-    }
-    r->SetDefaultGroup(gid);
+    m_impl->TableOf(node, "SetDefaultGroup").SetDefaultGroup(gid);
 }
 
 uint32_t
@@ -716,6 +792,14 @@ Simulation::Switches() const
         if (r)
         {
             t.route_lookups += r->Lookups();
+        }
+    }
+    for (const auto& sw : m_impl->dlcp_switch)
+    {
+        if (sw)
+        {
+            t.route_lookups += sw->Lookups();
+            t.switch_dropped += sw->Dropped();
         }
     }
     return t;
