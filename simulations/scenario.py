@@ -99,6 +99,11 @@ class TopologySpec:
     hosts_per_leaf: int = 8
     hosts: int = 8
     """star only."""
+    host_down_gbps: float = 0.0
+    """star only: the switch's rate toward every host (0: ``host_gbps`` both ways)."""
+    bottleneck_host: int = -1
+    """star only: this host's port on the switch runs at ``bottleneck_gbps`` toward the host (-1: none)."""
+    bottleneck_gbps: float = 0.0
     k: int = 4
     """fat_tree only."""
     host_gbps: float = 100.0
@@ -113,7 +118,9 @@ class TopologySpec:
         elif self.kind == "fat_tree":
             f = topology.fat_tree(self.k, self.host_gbps, d)
         else:
-            f = topology.star(self.hosts, self.host_gbps, d)
+            f = topology.star(
+                self.hosts, self.host_gbps, d, self.host_down_gbps, self.bottleneck_host, self.bottleneck_gbps
+            )
         f.check()
         return f
 
@@ -135,6 +142,8 @@ class SwitchSpec:
 
 @dataclass(frozen=True)
 class TcpSpec:
+    variant: Literal["auto", "newreno", "dctcp"] = "auto"
+    """auto: NewReno on drop-tail FIFOs (the tcp baseline), DCTCP wherever switches mark ECN."""
     min_rto_us: float = 1000.0
     buffer_bytes: int = 4 << 20
 
@@ -151,6 +160,9 @@ class Workload:
     rounds: int = 1
     gap_us: float = 0.0
     kind: Literal["push", "pull", "reduce_scatter", "all_gather"] = "push"
+    transport: Literal["gradient", "tcp"] = "gradient"
+    """incast / permutation: the baseline's gradient transport, or always TCP (traffic that is not the job's,
+    such as the testbed's incast bursts)."""
     layer: int = 0
     num_layers: int = 1
     # background
@@ -167,6 +179,9 @@ class Workload:
     max_buckets: int = 0
     """ps / ring: only the first (front) buckets of the model, for small runs; 0: all of it."""
     gpu_tflops: float = 100.0
+    compute_us: float = 0.0
+    """ps / ring: forward plus backward time of one iteration, spread over the buckets by their FLOPs
+    (0: from ``gpu_tflops``); for hosts whose time is not FLOPs (a CPU, a testbed's Python loop)."""
     batch: int = 32
     first_host: int = 0
 
@@ -180,6 +195,15 @@ class Scenario:
     retransmissions: Literal["paced", "burst"] = "paced"
     """DLCP senders: retransmissions paced at the sender's rate ahead of first passes, or sent at once
     (as the host stack's receive thread does)."""
+    rate_control: Literal["per_round", "host"] = "per_round"
+    """DLCP senders' AIMD: on the verdict of every round of a message (first pass, then each
+    retransmission round), cutting to the share that got through and raising by a quarter; or
+    ``host``: the host stack's rule (host/pacing.py), the first pass's verdict only, halve or add."""
+    probe_timeout_us: float = 1000.0
+    """DLCP senders' first probe timeout (it doubles on silence up to ``max_probe_timeout_us``); the host
+    stack's is 10 ms (host/endpoint.py), sized for loopback and namespaces, not for 100 Gbit/s fabrics.
+    The pfabric baseline ignores both: pFabric's fixed timeout of 3 round trips."""
+    max_probe_timeout_us: float = 20000.0
     routing: Literal["dlcp", "global"] = "dlcp"
     """dlcp: O(1) next hops with per-packet spraying; global: ns-3's own global routing (random ECMP)."""
     topology: TopologySpec = field(default_factory=TopologySpec)
@@ -282,12 +306,24 @@ def validate(s: Scenario) -> Scenario:
     if s.baseline not in BASELINES:
         raise ScenarioError(f"baseline: unknown baseline {s.baseline!r} (implemented: {', '.join(BASELINES)})")
     _positive("stop_s", s.stop_s)
+    _positive("probe_timeout_us", s.probe_timeout_us)
+    if s.max_probe_timeout_us < s.probe_timeout_us:
+        raise ScenarioError(
+            f"max_probe_timeout_us: must be >= probe_timeout_us ({s.probe_timeout_us}), got {s.max_probe_timeout_us}"
+        )
     t = s.topology
     for name in ("host_gbps", "fabric_gbps"):
         _positive(f"topology.{name}", getattr(t, name))
     _positive("topology.delay_us", t.delay_us, allow_zero=True)
+    _positive("topology.host_down_gbps", t.host_down_gbps, allow_zero=True)
     for name in ("leaves", "spines", "hosts_per_leaf", "hosts", "k"):
         _positive(f"topology.{name}", getattr(t, name))
+    if t.bottleneck_host >= 0:
+        if t.kind != "star" or t.bottleneck_host >= t.hosts:
+            raise ScenarioError(
+                f"topology.bottleneck_host: a host of a star (0..{t.hosts - 1}), got {t.bottleneck_host} ({t.kind})"
+            )
+        _positive("topology.bottleneck_gbps", t.bottleneck_gbps)
     payload = s.dlcp.transport.payload_bytes
     if t.mtu < payload + 40 + 8 + 20 or t.mtu > 65535:
         raise ScenarioError(
@@ -349,4 +385,5 @@ def _check_workload(w: Workload, path: str, hosts: int) -> None:
         _positive(f"{path}.bucket_bytes", w.bucket_bytes, allow_zero=True)
         _positive(f"{path}.max_buckets", w.max_buckets, allow_zero=True)
         _positive(f"{path}.gpu_tflops", w.gpu_tflops)
+        _positive(f"{path}.compute_us", w.compute_us, allow_zero=True)
         _positive(f"{path}.batch", w.batch)

@@ -125,7 +125,7 @@ def generate(
             kind = MessageKind[w.kind.upper()]
             prio = int(policy.priority_of_layers(w.layer, w.num_layers)) if f.priority else 0
             meta = dict(
-                transport=gradient_transport,
+                transport=TCP if w.transport == "tcp" else gradient_transport,
                 tag=w.tag or "gradient",
                 kind=int(kind),
                 layer=w.layer,
@@ -185,6 +185,9 @@ def _job(w: Workload, transport: int, policy: Policy, start: float, f: Features)
         parts = parts[: w.max_buckets]
     n = len(parts)
     fwd = tuple(f * w.batch / (w.gpu_tflops * 1e12) for _, f in parts)
+    if w.compute_us:
+        total = sum(f for _, f in parts) or 1.0  # forward + backward (2x) = compute_us, by FLOPs
+        fwd = tuple(w.compute_us * 1e-6 / 3 * f / total for _, f in parts)
     ps = w.type == "ps"
     first, second = (MessageKind.PUSH, MessageKind.PULL) if ps else (MessageKind.REDUCE_SCATTER, MessageKind.ALL_GATHER)
     workers = tuple(range(w.first_host, w.first_host + w.workers))
