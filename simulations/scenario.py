@@ -7,8 +7,11 @@ A scenario describes one simulation::
     baseline = "dlcp"          # dlcp | dctcp | tcp | pfabric | tensor_priority | dlcp_no_{priority,drop,spray,bound}
     routing = "dlcp"           # dlcp | global (ns-3's global routing)
     stop_s = 0.05              # simulated-time limit
+    retransmissions = "paced"  # paced | burst (the host stack's)
+    rate_control = "per_round" # per_round | host (AIMD on the first pass only, host/pacing.py)
+    probe_timeout_us = 1000.0  # DLCP's first probe timeout, doubling up to max_probe_timeout_us
 
-    [topology]                 # leaf_spine | fat_tree | star
+    [topology]                 # leaf_spine | fat_tree | star (hosts, host_down_gbps, bottleneck_host, bottleneck_gbps)
     kind = "leaf_spine"
     leaves = 2
     spines = 2
