@@ -109,19 +109,7 @@ def _transformer() -> Any:
     return Encoder(), (1, 128)
 
 
-def _testbed_mlp() -> Any:
-    """The testbed's training model (``dlcp train --model mlp``), from its own definition."""
-    from dlcp.host.train import DIM, make_model
-
-    return make_model("mlp", 0), (1, DIM)
-
-
-MODELS: dict[str, Callable[[], Any]] = {
-    "resnet50": _resnet50,
-    "vgg16": _vgg16,
-    "transformer": _transformer,
-    "mlp": _testbed_mlp,
-}
+MODELS: dict[str, Callable[[], Any]] = {"resnet50": _resnet50, "vgg16": _vgg16, "transformer": _transformer}
 
 
 @functools.cache

@@ -132,15 +132,10 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
     tp.payload_bytes = s.dlcp.transport.payload_bytes
     tp.job_id = s.dlcp.job.id
     tp.max_rate = host_bps / 8
-    # AIMD in the same proportions as host/pacing.py's defaults at 100 Gbit/s.
-    tp.min_rate = tp.max_rate / 1000
-    tp.increase = tp.max_rate / 100
-    if s.rate_control == "host":
-        from dlcp.host.pacing import PacingConfig  # the host stack's own numbers, not re-typed
-
-        host = PacingConfig()
-        tp.max_rate = min(tp.max_rate, host.max_rate)
-        tp.min_rate, tp.increase, tp.decrease_above = host.min_rate, host.increase, host.decrease_above
+    # AIMD in the same proportions as host/pacing.py's defaults at 100 Gbit/s, unless the scenario says.
+    tp.min_rate = s.rate.min_bps / 8 or tp.max_rate / 1000
+    tp.increase = s.rate.increase_bps / 8 or tp.max_rate / 100
+    tp.decrease_above = s.rate.decrease_above
     tp.wire_overhead = WIRE_OVERHEAD
     tp.pace_retx = s.retransmissions == "paced"
     tp.per_round_aimd = s.rate_control == "per_round"

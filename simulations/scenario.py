@@ -27,6 +27,8 @@ A scenario describes one simulation::
     congestion_action = "drop"   # drop | trim
     drop_thresholds = [32, 16, 8]  # drop classes 1..3
 
+    [rate]                     # DLCP senders' AIMD: min_bps, increase_bps (0: by the host link), decrease_above
+
     [dlcp]                     # a DLCP job file's tables: policy, transport (docs/configuration.md)
     [dlcp.transport]
     payload_bytes = 8192
@@ -152,6 +154,18 @@ class TcpSpec:
 
 
 @dataclass(frozen=True)
+class RateSpec:
+    """DLCP senders' AIMD numbers (docs/transport.md section 3); 0: in proportion to the host link."""
+
+    min_bps: float = 0.0
+    """The lowest rate (0: a thousandth of the host link)."""
+    increase_bps: float = 0.0
+    """The additive step per clean verdict (0: a hundredth of the host link)."""
+    decrease_above: float = 0.02
+    """The loss fraction of a verdict above which the rate halves."""
+
+
+@dataclass(frozen=True)
 class Workload:
     type: Literal["incast", "background", "ps", "ring", "permutation"]
     tag: str = ""
@@ -182,6 +196,9 @@ class Workload:
     max_buckets: int = 0
     """ps / ring: only the first (front) buckets of the model, for small runs; 0: all of it."""
     gpu_tflops: float = 100.0
+    layer_bytes: tuple[int, ...] = ()
+    """ps / ring: the buckets' gradient bytes, front first, instead of a ``model``: a model the simulator
+    does not define, such as the testbed's; their compute is ``compute_us``, spread over them by size."""
     compute_us: float = 0.0
     """ps / ring: forward plus backward time of one iteration, spread over the buckets by their FLOPs
     (0: from ``gpu_tflops``); for hosts whose time is not FLOPs (a CPU, a testbed's Python loop)."""
@@ -212,6 +229,7 @@ class Scenario:
     topology: TopologySpec = field(default_factory=TopologySpec)
     switch: SwitchSpec = field(default_factory=SwitchSpec)
     tcp: TcpSpec = field(default_factory=TcpSpec)
+    rate: RateSpec = field(default_factory=RateSpec)
     dlcp: DLCPConfig = field(default_factory=DLCPConfig)
     workload: tuple[Workload, ...] = ()
 
@@ -252,7 +270,7 @@ def from_table(data: dict[str, Any]) -> Scenario:
     if not isinstance(loads, list):
         raise ScenarioError("workload: expected an array of tables ([[workload]])")
     kwargs: dict[str, Any] = {"dlcp": dlcp_cfg}
-    for name, cls in (("topology", TopologySpec), ("switch", SwitchSpec), ("tcp", TcpSpec)):
+    for name, cls in (("topology", TopologySpec), ("switch", SwitchSpec), ("tcp", TcpSpec), ("rate", RateSpec)):
         kwargs[name] = _table(cls, data.pop(name, {}), name)
     kwargs["workload"] = tuple(_table(Workload, w, f"workload[{i}]") for i, w in enumerate(loads))
     for name, value in data.items():
@@ -345,6 +363,10 @@ def validate(s: Scenario) -> Scenario:
             f"switch.drop_thresholds: up to 3 non-negative values (classes 1..3), got {sw.drop_thresholds}"
         )
     _positive("tcp.min_rto_us", s.tcp.min_rto_us)
+    _positive("rate.min_bps", s.rate.min_bps, allow_zero=True)
+    _positive("rate.increase_bps", s.rate.increase_bps, allow_zero=True)
+    if not 0 < s.rate.decrease_above < 1:
+        raise ScenarioError(f"rate.decrease_above: must be in (0, 1), got {s.rate.decrease_above}")
     _positive("tcp.buffer_bytes", s.tcp.buffer_bytes)
     if not s.workload:
         raise ScenarioError("workload: a scenario needs at least one [[workload]]")
@@ -372,21 +394,31 @@ def _check_workload(w: Workload, path: str, hosts: int) -> None:
             raise ScenarioError(f"{path}.load: must be a fraction of the host link rate in (0, 1), got {w.load}")
         _positive(f"{path}.duration_us", w.duration_us)
         _positive(f"{path}.max_flow_bytes", w.max_flow_bytes, allow_zero=True)
+    elif w.layer_bytes:
+        if w.model:
+            raise ScenarioError(f"{path}.layer_bytes: give a model or layer_bytes, not both")
+        if any(b <= 0 for b in w.layer_bytes):
+            raise ScenarioError(f"{path}.layer_bytes: every bucket must be > 0 bytes, got {list(w.layer_bytes)}")
+        _check_job(w, path, hosts)
     else:
         if w.model not in models.MODELS:
             raise ScenarioError(f"{path}.model: unknown model {w.model!r} (known: {', '.join(sorted(models.MODELS))})")
-        need = w.workers + (w.servers if w.type == "ps" else 0)
-        if w.workers < 2 or w.first_host < 0 or w.first_host + need > hosts:
-            raise ScenarioError(
-                f"{path}.workers: {w.workers} workers"
-                + (f" and {w.servers} servers" if w.type == "ps" else "")
-                + f" from host {w.first_host} do not fit the fabric's {hosts} hosts (and need >= 2 workers)"
-            )
-        if w.type == "ps":
-            _positive(f"{path}.servers", w.servers)
-        _positive(f"{path}.iterations", w.iterations)
-        _positive(f"{path}.bucket_bytes", w.bucket_bytes, allow_zero=True)
-        _positive(f"{path}.max_buckets", w.max_buckets, allow_zero=True)
-        _positive(f"{path}.gpu_tflops", w.gpu_tflops)
-        _positive(f"{path}.compute_us", w.compute_us, allow_zero=True)
-        _positive(f"{path}.batch", w.batch)
+        _check_job(w, path, hosts)
+
+
+def _check_job(w: Workload, path: str, hosts: int) -> None:
+    need = w.workers + (w.servers if w.type == "ps" else 0)
+    if w.workers < 2 or w.first_host < 0 or w.first_host + need > hosts:
+        raise ScenarioError(
+            f"{path}.workers: {w.workers} workers"
+            + (f" and {w.servers} servers" if w.type == "ps" else "")
+            + f" from host {w.first_host} do not fit the fabric's {hosts} hosts (and need >= 2 workers)"
+        )
+    if w.type == "ps":
+        _positive(f"{path}.servers", w.servers)
+    _positive(f"{path}.iterations", w.iterations)
+    _positive(f"{path}.bucket_bytes", w.bucket_bytes, allow_zero=True)
+    _positive(f"{path}.max_buckets", w.max_buckets, allow_zero=True)
+    _positive(f"{path}.gpu_tflops", w.gpu_tflops)
+    _positive(f"{path}.compute_us", w.compute_us, allow_zero=True)
+    _positive(f"{path}.batch", w.batch)

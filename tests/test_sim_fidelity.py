@@ -15,6 +15,8 @@ from sim_support import needs_ns3
 
 from dlcp.bench import fidelity
 from dlcp.bench.testbed import SCENARIOS
+from dlcp.host.pacing import PacingConfig
+from dlcp.host.train import param_count
 from dlcp.simulations import runner, scenario, workloads
 
 
@@ -42,7 +44,8 @@ def test_sim_table_is_the_testbed_fabric_and_job() -> None:
     feat = ps.features
     job = workloads.generate(ps.workload, 4, 10e9, feat, ps.dlcp.policy, 1).jobs[0]
     assert (job.workers, job.servers, job.iterations) == ((1, 2), (3,), 2048 // 96)
-    assert len(job.layer_bytes) == 1  # the mlp is one DDP bucket
+    assert job.layer_bytes == (4 * param_count("mlp"),)  # one DDP bucket of float32 gradients
+    assert ps.rate.increase_bps == 8 * PacingConfig().increase  # the host's AIMD numbers
     assert math.isclose(sum(job.forward_s) + sum(job.backward_s), 1e-3)
     rjob = workloads.generate(ring.workload, 4, 10e9, ring.features, ring.dlcp.policy, 1).jobs[0]
     assert rjob.workers == (1, 2, 3)

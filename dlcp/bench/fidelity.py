@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from dlcp.bench.testbed import GLOO, PS_ON
-from dlcp.host.train import TrainConfig
+from dlcp.host.pacing import PacingConfig
+from dlcp.host.train import TrainConfig, param_count
 from dlcp.protocol import HEADER_SIZE
 from dlcp.units import parse_rate, parse_size
 
@@ -44,8 +45,6 @@ GOAL = 0.20
 """The simulated DLCP/TCP ratio should lie within this fraction of the testbed's (issue #15)."""
 LINUX_MIN_RTO_US = 200_000.0
 """Linux's minimum TCP retransmission timeout (TCP_RTO_MIN, 200 ms): what gloo's connections get."""
-DDP_BUCKET_BYTES = 25 << 20
-"""DistributedDataParallel's default bucket (bucket_cap_mb = 25): the mlp is one bucket, one message."""
 FRAME_OVERHEAD = 8 + 20 + 14
 """UDP, IPv4 and Ethernet headers of a DLCP frame on the testbed's links."""
 LINK_DELAY_US = 20.0
@@ -118,13 +117,14 @@ def sim_table(doc: dict[str, Any], way: str, compute_us: float, seed: int = 1) -
     iterations = int(train["epochs"]) * (int(train["train_samples"]) // (workers * int(train["batch_size"])))
     # Traffic for as long as every iteration takes at a tenth of the bottleneck (the job ends earlier);
     # the run may go on idle for a few TCP timeouts more (a lost SYN costs ns-3 3 s).
-    grad_bytes = 4 * sum(_mlp_params(train["model"]))
+    grad_bytes = 4 * param_count(train["model"])  # float32; one DDP bucket (the mlp is far under 25 MB)
     traffic_s = max(1.0, iterations * (compute_us * 1e-6 + 3 * grad_bytes * 8 / (bottleneck_bps / 10)))
     stop_s = traffic_s + STOP_SLACK_S
     rto, max_rto = _host_probe_timeouts()
+    pacing = PacingConfig()  # the host stack's AIMD numbers
     job: dict[str, Any] = {
-        "type": job_type, "model": train["model"], "iterations": iterations, "batch": int(train["batch_size"]),
-        "bucket_bytes": DDP_BUCKET_BYTES, "compute_us": compute_us, "first_host": 1,
+        "type": job_type, "layer_bytes": [grad_bytes], "iterations": iterations, "batch": int(train["batch_size"]),
+        "compute_us": compute_us, "first_host": 1,
         "workers": workers if job_type == "ring" else workers - 1, "tag": "job",
     }  # fmt: skip
     if job_type == "ps":
@@ -162,15 +162,14 @@ def sim_table(doc: dict[str, Any], way: str, compute_us: float, seed: int = 1) -
         # The software switch marks no ECN: every TCP (gloo's, the background's) is loss-driven.
         "switch": {"buffer_packets": buffer_packets, "ecn_threshold_packets": 0},
         "tcp": {"variant": "newreno", "min_rto_us": LINUX_MIN_RTO_US},
+        "rate": {
+            "min_bps": pacing.min_rate * 8,
+            "increase_bps": pacing.increase * 8,
+            "decrease_above": pacing.decrease_above,
+        },
         "dlcp": {"transport": {"payload_bytes": payload}, "policy": {"push": {"loss_bound": train["loss_bound"]}}},
         "workload": loads,
     }
-
-
-def _mlp_params(model: str) -> list[int]:
-    from dlcp.simulations import models
-
-    return [layer.params for layer in models.layers(model)]
 
 
 def _percentiles(times: list[float]) -> tuple[float, float]:
