@@ -84,7 +84,14 @@ FIGURES: dict[str, Figure] = {
     "ablation": Figure(
         "ablation",
         baselines(
-            "dlcp", "dlcp_no_priority", "dlcp_no_drop", "dlcp_no_spray", "dlcp_no_bound", "tensor_priority", "pfabric"
+            "dlcp",
+            "dlcp_no_priority",
+            "dlcp_no_drop",
+            "dlcp_no_spray",
+            "dlcp_no_bound",
+            "tensor_priority",
+            "pfabric",
+            "dctcp",
         ),
         _tail,
         "gradient FCT (us)",

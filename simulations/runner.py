@@ -36,6 +36,8 @@ WIRE_OVERHEAD = 20 + 2
 """Bytes below UDP per packet: IPv4 header and ns-3's point-to-point (PPP) header."""
 PFABRIC_THRESHOLDS = (16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
 """pfabric: remaining-size cuts (bytes) between its classes, shortest remaining in the top data class."""
+PFABRIC_RTO_RTTS = 3.0
+"""pfabric: its retransmission timeout in base round trips (the paper's 3 RTTs at 10 Gbit/s: 45 us)."""
 PATH_LINKS = {"star": 2, "leaf_spine": 4, "fat_tree": 6}
 BASE_MB = 260.0
 """Memory of a process with the simulator loaded and an empty fabric (measured: about 215 MB)."""
@@ -129,14 +131,19 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def base_rtt_s(s: Scenario) -> float:
+    """The longest host-to-host round trip of an empty fabric: propagation and one full packet per hop."""
+    t = s.topology
+    hop = t.delay_us * 1e-6 + t.mtu * 8 / (t.fabric_gbps * 1e9)
+    return 2 * PATH_LINKS[t.kind] * hop
+
+
 def pfabric_buffer_packets(s: Scenario) -> int:
     """pFabric's buffer: two bandwidth-delay products of the longest host-to-host round trip."""
     if s.switch.pfabric_buffer_packets:
         return s.switch.pfabric_buffer_packets
     t = s.topology
-    hop = t.delay_us * 1e-6 + t.mtu * 8 / (t.fabric_gbps * 1e9)
-    rtt = 2 * PATH_LINKS[t.kind] * hop
-    return max(8, math.ceil(2 * rtt * t.host_gbps * 1e9 / 8 / t.mtu))
+    return max(8, math.ceil(2 * base_rtt_s(s) * t.host_gbps * 1e9 / 8 / t.mtu))
 
 
 def _install_tables(sim: Any, s: Scenario, ns: Any) -> None:
@@ -174,7 +181,7 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
     for n in range(fabric.nodes):
         sim.AddNode(fabric.is_host(n))
     for link in fabric.links:
-        sim.AddLink(link.a, link.b, link.rate_bps, link.delay_s)
+        sim.AddLink(link.a, link.b, link.rate_bps, link.delay_s, link.rate_ba_bps)
     sim.SetMtu(s.topology.mtu)
     buffer = pfabric_buffer_packets(s) if feat.srpt else s.switch.buffer_packets
     sim.SetSwitchQueue(feat.queue, buffer, s.switch.ecn_threshold_packets if feat.queue != "fifo" else 0)
@@ -185,17 +192,27 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
     tp.payload_bytes = s.dlcp.transport.payload_bytes
     tp.job_id = s.dlcp.job.id
     tp.max_rate = host_bps / 8
-    # AIMD in the same proportions as host/pacing.py's defaults at 100 Gbit/s.
-    tp.min_rate = tp.max_rate / 1000
-    tp.increase = tp.max_rate / 100
+    # AIMD in the same proportions as host/pacing.py's defaults at 100 Gbit/s, unless the scenario says.
+    tp.min_rate = s.rate.min_bps / 8 or tp.max_rate / 1000
+    tp.increase = s.rate.increase_bps / 8 or tp.max_rate / 100
+    tp.decrease_above = s.rate.decrease_above
     tp.wire_overhead = WIRE_OVERHEAD
     tp.pace_retx = s.retransmissions == "paced"
+    tp.per_round_aimd = s.rate_control == "per_round"
+    tp.initial_rto = s.probe_timeout_us * 1e-6
+    tp.max_rto = s.max_probe_timeout_us * 1e-6
     if feat.srpt:
         tp.srpt_thresholds = list(PFABRIC_THRESHOLDS)
         tp.top_data_class = s.dlcp.policy.data_classes - 1
+        # pFabric's transport: line rate always (its priorities, not the senders, share the
+        # bottleneck; it backs off only after repeated timeouts, not modelled), and a fixed
+        # timeout of about 3 round trips (Alizadeh et al. 2013, section 4.2).
+        tp.decrease_above = 1.0
+        tp.initial_rto = tp.max_rto = PFABRIC_RTO_RTTS * base_rtt_s(s)
     sim.SetTransport(tp)
     mss = s.topology.mtu - 20 - 20 - 12  # IPv4, TCP and the timestamp option
-    sim.SetTcp("newreno" if feat.queue == "fifo" else "dctcp", s.tcp.min_rto_us * 1e-6, mss, s.tcp.buffer_bytes)
+    variant = s.tcp.variant if s.tcp.variant != "auto" else "newreno" if feat.queue == "fifo" else "dctcp"
+    sim.SetTcp(variant, s.tcp.min_rto_us * 1e-6, mss, s.tcp.buffer_bytes)
     _install_tables(sim, s, ns)
     sim.Build()
     if s.routing == "dlcp":

@@ -7,8 +7,11 @@ A scenario describes one simulation::
     baseline = "dlcp"          # dlcp | dctcp | tcp | pfabric | tensor_priority | dlcp_no_{priority,drop,spray,bound}
     routing = "dlcp"           # dlcp | global (ns-3's global routing)
     stop_s = 0.05              # simulated-time limit
+    retransmissions = "paced"  # paced | burst (the host stack's)
+    rate_control = "per_round" # per_round | host (AIMD on the first pass only, host/pacing.py)
+    probe_timeout_us = 1000.0  # DLCP's first probe timeout, doubling up to max_probe_timeout_us
 
-    [topology]                 # leaf_spine | fat_tree | star
+    [topology]                 # leaf_spine | fat_tree | star (hosts, host_down_gbps, bottleneck_host, bottleneck_gbps)
     kind = "leaf_spine"
     leaves = 2
     spines = 2
@@ -23,6 +26,8 @@ A scenario describes one simulation::
     ecn_threshold_packets = 32
     congestion_action = "drop"   # drop | trim
     drop_thresholds = [32, 16, 8]  # drop classes 1..3
+
+    [rate]                     # DLCP senders' AIMD: min_bps, increase_bps (0: by the host link), decrease_above
 
     [dlcp]                     # a DLCP job file's tables: policy, transport (docs/configuration.md)
     [dlcp.transport]
@@ -99,6 +104,11 @@ class TopologySpec:
     hosts_per_leaf: int = 8
     hosts: int = 8
     """star only."""
+    host_down_gbps: float = 0.0
+    """star only: the switch's rate toward every host (0: ``host_gbps`` both ways)."""
+    bottleneck_host: int = -1
+    """star only: this host's port on the switch runs at ``bottleneck_gbps`` toward the host (-1: none)."""
+    bottleneck_gbps: float = 0.0
     k: int = 4
     """fat_tree only."""
     host_gbps: float = 100.0
@@ -113,7 +123,9 @@ class TopologySpec:
         elif self.kind == "fat_tree":
             f = topology.fat_tree(self.k, self.host_gbps, d)
         else:
-            f = topology.star(self.hosts, self.host_gbps, d)
+            f = topology.star(
+                self.hosts, self.host_gbps, d, self.host_down_gbps, self.bottleneck_host, self.bottleneck_gbps
+            )
         f.check()
         return f
 
@@ -135,8 +147,22 @@ class SwitchSpec:
 
 @dataclass(frozen=True)
 class TcpSpec:
+    variant: Literal["auto", "newreno", "dctcp"] = "auto"
+    """auto: NewReno on drop-tail FIFOs (the tcp baseline), DCTCP wherever switches mark ECN."""
     min_rto_us: float = 1000.0
     buffer_bytes: int = 4 << 20
+
+
+@dataclass(frozen=True)
+class RateSpec:
+    """DLCP senders' AIMD numbers (docs/transport.md section 3); 0: in proportion to the host link."""
+
+    min_bps: float = 0.0
+    """The lowest rate (0: a thousandth of the host link)."""
+    increase_bps: float = 0.0
+    """The additive step per clean verdict (0: a hundredth of the host link)."""
+    decrease_above: float = 0.02
+    """The loss fraction of a verdict above which the rate halves."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +177,9 @@ class Workload:
     rounds: int = 1
     gap_us: float = 0.0
     kind: Literal["push", "pull", "reduce_scatter", "all_gather"] = "push"
+    transport: Literal["gradient", "tcp"] = "gradient"
+    """incast / permutation: the baseline's gradient transport, or always TCP (traffic that is not the job's,
+    such as the testbed's incast bursts)."""
     layer: int = 0
     num_layers: int = 1
     # background
@@ -167,6 +196,12 @@ class Workload:
     max_buckets: int = 0
     """ps / ring: only the first (front) buckets of the model, for small runs; 0: all of it."""
     gpu_tflops: float = 100.0
+    layer_bytes: tuple[int, ...] = ()
+    """ps / ring: the buckets' gradient bytes, front first, instead of a ``model``: a model the simulator
+    does not define, such as the testbed's; their compute is ``compute_us``, spread over them by size."""
+    compute_us: float = 0.0
+    """ps / ring: forward plus backward time of one iteration, spread over the buckets by their FLOPs
+    (0: from ``gpu_tflops``); for hosts whose time is not FLOPs (a CPU, a testbed's Python loop)."""
     batch: int = 32
     first_host: int = 0
 
@@ -180,11 +215,21 @@ class Scenario:
     retransmissions: Literal["paced", "burst"] = "paced"
     """DLCP senders: retransmissions paced at the sender's rate ahead of first passes, or sent at once
     (as the host stack's receive thread does)."""
+    rate_control: Literal["per_round", "host"] = "per_round"
+    """DLCP senders' AIMD: on the verdict of every round of a message (first pass, then each
+    retransmission round), cutting to the share that got through and raising by a quarter; or
+    ``host``: the host stack's rule (host/pacing.py), the first pass's verdict only, halve or add."""
+    probe_timeout_us: float = 1000.0
+    """DLCP senders' first probe timeout (it doubles on silence up to ``max_probe_timeout_us``); the host
+    stack's is 10 ms (host/endpoint.py), sized for loopback and namespaces, not for 100 Gbit/s fabrics.
+    The pfabric baseline ignores both: pFabric's fixed timeout of 3 round trips."""
+    max_probe_timeout_us: float = 20000.0
     routing: Literal["dlcp", "global"] = "dlcp"
     """dlcp: O(1) next hops with per-packet spraying; global: ns-3's own global routing (random ECMP)."""
     topology: TopologySpec = field(default_factory=TopologySpec)
     switch: SwitchSpec = field(default_factory=SwitchSpec)
     tcp: TcpSpec = field(default_factory=TcpSpec)
+    rate: RateSpec = field(default_factory=RateSpec)
     dlcp: DLCPConfig = field(default_factory=DLCPConfig)
     workload: tuple[Workload, ...] = ()
 
@@ -225,7 +270,7 @@ def from_table(data: dict[str, Any]) -> Scenario:
     if not isinstance(loads, list):
         raise ScenarioError("workload: expected an array of tables ([[workload]])")
     kwargs: dict[str, Any] = {"dlcp": dlcp_cfg}
-    for name, cls in (("topology", TopologySpec), ("switch", SwitchSpec), ("tcp", TcpSpec)):
+    for name, cls in (("topology", TopologySpec), ("switch", SwitchSpec), ("tcp", TcpSpec), ("rate", RateSpec)):
         kwargs[name] = _table(cls, data.pop(name, {}), name)
     kwargs["workload"] = tuple(_table(Workload, w, f"workload[{i}]") for i, w in enumerate(loads))
     for name, value in data.items():
@@ -282,12 +327,24 @@ def validate(s: Scenario) -> Scenario:
     if s.baseline not in BASELINES:
         raise ScenarioError(f"baseline: unknown baseline {s.baseline!r} (implemented: {', '.join(BASELINES)})")
     _positive("stop_s", s.stop_s)
+    _positive("probe_timeout_us", s.probe_timeout_us)
+    if s.max_probe_timeout_us < s.probe_timeout_us:
+        raise ScenarioError(
+            f"max_probe_timeout_us: must be >= probe_timeout_us ({s.probe_timeout_us}), got {s.max_probe_timeout_us}"
+        )
     t = s.topology
     for name in ("host_gbps", "fabric_gbps"):
         _positive(f"topology.{name}", getattr(t, name))
     _positive("topology.delay_us", t.delay_us, allow_zero=True)
+    _positive("topology.host_down_gbps", t.host_down_gbps, allow_zero=True)
     for name in ("leaves", "spines", "hosts_per_leaf", "hosts", "k"):
         _positive(f"topology.{name}", getattr(t, name))
+    if t.bottleneck_host >= 0:
+        if t.kind != "star" or t.bottleneck_host >= t.hosts:
+            raise ScenarioError(
+                f"topology.bottleneck_host: a host of a star (0..{t.hosts - 1}), got {t.bottleneck_host} ({t.kind})"
+            )
+        _positive("topology.bottleneck_gbps", t.bottleneck_gbps)
     payload = s.dlcp.transport.payload_bytes
     if t.mtu < payload + 40 + 8 + 20 or t.mtu > 65535:
         raise ScenarioError(
@@ -306,6 +363,10 @@ def validate(s: Scenario) -> Scenario:
             f"switch.drop_thresholds: up to 3 non-negative values (classes 1..3), got {sw.drop_thresholds}"
         )
     _positive("tcp.min_rto_us", s.tcp.min_rto_us)
+    _positive("rate.min_bps", s.rate.min_bps, allow_zero=True)
+    _positive("rate.increase_bps", s.rate.increase_bps, allow_zero=True)
+    if not 0 < s.rate.decrease_above < 1:
+        raise ScenarioError(f"rate.decrease_above: must be in (0, 1), got {s.rate.decrease_above}")
     _positive("tcp.buffer_bytes", s.tcp.buffer_bytes)
     if not s.workload:
         raise ScenarioError("workload: a scenario needs at least one [[workload]]")
@@ -333,20 +394,31 @@ def _check_workload(w: Workload, path: str, hosts: int) -> None:
             raise ScenarioError(f"{path}.load: must be a fraction of the host link rate in (0, 1), got {w.load}")
         _positive(f"{path}.duration_us", w.duration_us)
         _positive(f"{path}.max_flow_bytes", w.max_flow_bytes, allow_zero=True)
+    elif w.layer_bytes:
+        if w.model:
+            raise ScenarioError(f"{path}.layer_bytes: give a model or layer_bytes, not both")
+        if any(b <= 0 for b in w.layer_bytes):
+            raise ScenarioError(f"{path}.layer_bytes: every bucket must be > 0 bytes, got {list(w.layer_bytes)}")
+        _check_job(w, path, hosts)
     else:
         if w.model not in models.MODELS:
             raise ScenarioError(f"{path}.model: unknown model {w.model!r} (known: {', '.join(sorted(models.MODELS))})")
-        need = w.workers + (w.servers if w.type == "ps" else 0)
-        if w.workers < 2 or w.first_host < 0 or w.first_host + need > hosts:
-            raise ScenarioError(
-                f"{path}.workers: {w.workers} workers"
-                + (f" and {w.servers} servers" if w.type == "ps" else "")
-                + f" from host {w.first_host} do not fit the fabric's {hosts} hosts (and need >= 2 workers)"
-            )
-        if w.type == "ps":
-            _positive(f"{path}.servers", w.servers)
-        _positive(f"{path}.iterations", w.iterations)
-        _positive(f"{path}.bucket_bytes", w.bucket_bytes, allow_zero=True)
-        _positive(f"{path}.max_buckets", w.max_buckets, allow_zero=True)
-        _positive(f"{path}.gpu_tflops", w.gpu_tflops)
-        _positive(f"{path}.batch", w.batch)
+        _check_job(w, path, hosts)
+
+
+def _check_job(w: Workload, path: str, hosts: int) -> None:
+    need = w.workers + (w.servers if w.type == "ps" else 0)
+    if w.workers < 2 or w.first_host < 0 or w.first_host + need > hosts:
+        raise ScenarioError(
+            f"{path}.workers: {w.workers} workers"
+            + (f" and {w.servers} servers" if w.type == "ps" else "")
+            + f" from host {w.first_host} do not fit the fabric's {hosts} hosts (and need >= 2 workers)"
+        )
+    if w.type == "ps":
+        _positive(f"{path}.servers", w.servers)
+    _positive(f"{path}.iterations", w.iterations)
+    _positive(f"{path}.bucket_bytes", w.bucket_bytes, allow_zero=True)
+    _positive(f"{path}.max_buckets", w.max_buckets, allow_zero=True)
+    _positive(f"{path}.gpu_tflops", w.gpu_tflops)
+    _positive(f"{path}.compute_us", w.compute_us, allow_zero=True)
+    _positive(f"{path}.batch", w.batch)

@@ -21,6 +21,8 @@ class Link:
     b: int
     rate_bps: float
     delay_s: float
+    rate_ba_bps: float = 0.0
+    """The rate from ``b`` to ``a`` where it differs from ``rate_bps`` (0: the same)."""
 
 
 @dataclass
@@ -90,10 +92,21 @@ def _gbps(x: float) -> float:
     return x * 1e9
 
 
-def star(hosts: int, rate_gbps: float, delay_s: float) -> Fabric:
+def star(
+    hosts: int,
+    rate_gbps: float,
+    delay_s: float,
+    down_gbps: float = 0.0,
+    bottleneck_host: int = -1,
+    bottleneck_gbps: float = 0.0,
+) -> Fabric:
+    """One switch. Hosts send at ``rate_gbps``; the switch sends to them at ``down_gbps`` (0: the same), to
+    ``bottleneck_host`` at ``bottleneck_gbps``: the testbed's links, shaped at the switch's egress only."""
     f = Fabric("star", hosts, 1)
     sw = hosts
-    f.links = [Link(h, sw, _gbps(rate_gbps), delay_s) for h in range(hosts)]
+    for h in range(hosts):
+        down = bottleneck_gbps if h == bottleneck_host else down_gbps
+        f.links.append(Link(h, sw, _gbps(rate_gbps), delay_s, _gbps(down) if down else 0.0))
     return f
 
 

@@ -125,7 +125,7 @@ def generate(
             kind = MessageKind[w.kind.upper()]
             prio = int(policy.priority_of_layers(w.layer, w.num_layers)) if f.priority else 0
             meta = dict(
-                transport=gradient_transport,
+                transport=TCP if w.transport == "tcp" else gradient_transport,
                 tag=w.tag or "gradient",
                 kind=int(kind),
                 layer=w.layer,
@@ -180,11 +180,14 @@ def buckets(model: str, bucket_bytes: int) -> list[tuple[int, float]]:
 
 
 def _job(w: Workload, transport: int, policy: Policy, start: float, f: Features) -> Job:
-    parts = buckets(w.model, w.bucket_bytes)
+    parts = [(b, float(b)) for b in w.layer_bytes] if w.layer_bytes else buckets(w.model, w.bucket_bytes)
     if w.max_buckets:
         parts = parts[: w.max_buckets]
     n = len(parts)
     fwd = tuple(f * w.batch / (w.gpu_tflops * 1e12) for _, f in parts)
+    if w.compute_us or w.layer_bytes:
+        total = sum(f for _, f in parts) or 1.0  # forward + backward (2x) = compute_us, by FLOPs
+        fwd = tuple(w.compute_us * 1e-6 / 3 * f / total for _, f in parts)
     ps = w.type == "ps"
     first, second = (MessageKind.PUSH, MessageKind.PULL) if ps else (MessageKind.REDUCE_SCATTER, MessageKind.ALL_GATHER)
     workers = tuple(range(w.first_host, w.first_host + w.workers))

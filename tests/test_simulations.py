@@ -64,7 +64,12 @@ def test_lone_flow_at_line_rate_plus_path_latency() -> None:
 def test_priorities_and_selective_drops_as_configured() -> None:
     front = {"type": "incast", "senders": 6, "receiver": 15, "bytes": 300_000, "layer": 0, "num_layers": 6}
     back = dict(front, layer=5, tag="back")
-    base = table(switch={"buffer_packets": 1000, "drop_thresholds": [4]}, workload=[front | {"tag": "front"}, back])
+    # A 5% bound covers 1.85 of a message's 37 packets (at 1%, none: every packet would be protected).
+    base = table(
+        switch={"buffer_packets": 1000, "drop_thresholds": [4]},
+        dlcp={"policy": {"push": {"loss_bound": 0.05}}},
+        workload=[front | {"tag": "front"}, back],
+    )
     r = runner.run(base)
     pc = r["counters"]["per_class"]
     # Layer 0 -> class 6, layer 5 -> class 1 (6 data classes; 7 kept for control).

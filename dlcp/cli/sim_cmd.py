@@ -1,4 +1,4 @@
-"""``dlcp sim run|bench|figure``: packet-level simulations on ns-3 (docs/simulations.md)."""
+"""``dlcp sim run|bench|figure|fidelity``: packet-level simulations on ns-3 (docs/simulations.md)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,59 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     f.add_argument("--address", help="a Dask scheduler (host:port) to run the sweep on instead")
     f.add_argument("--json", action="store_true")
     f.set_defaults(func=_figure)
+
+    fd = verbs.add_parser(
+        "fidelity",
+        help="the testbed's gloo and DLCP runs against the simulator's (docs/simulations.md)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    src = fd.add_mutually_exclusive_group(required=True)
+    src.add_argument("--testbed", type=Path, help="a testbed.json written by --run-testbed: simulate and compare")
+    src.add_argument("--run-testbed", action="store_true", help="run the testbed part first (root, minutes)")
+    fd.add_argument("--samples", type=int, default=2048, help="testbed: training samples (one epoch)")
+    fd.add_argument("--repeat", type=int, default=2, help="testbed: turns of each way")
+    fd.add_argument("--seeds", type=int, default=2, help="simulator: runs of each way (seeds 1..N)")
+    fd.add_argument("--out", type=Path, default=Path("out/fidelity"), help="results folder (a run gets a subfolder)")
+    fd.add_argument("--json", action="store_true")
+    fd.set_defaults(func=_fidelity)
+
+
+def _fidelity(args: argparse.Namespace) -> int:
+    from dlcp.bench import fidelity
+
+    checks.in_range("--samples", args.samples, 96, 1 << 20)
+    checks.in_range("--repeat", args.repeat, 1, 20)
+    checks.in_range("--seeds", args.seeds, 1, 20)
+    if args.run_testbed:
+        from dlcp.host.train import check
+        from dlcp.testbed.jobs import new_folder
+        from dlcp.testbed.lifecycle import require_root
+
+        check(fidelity.train_config(args.samples))
+        require_root()
+        folder = new_folder(args.out, "fidelity")
+        print(f"results folder: {folder}", file=sys.stderr)
+        doc = fidelity.run_testbed(folder, args.samples, args.repeat, lambda t: print(t, file=sys.stderr))
+    else:
+        try:
+            doc = json.loads(args.testbed.read_text())
+        except FileNotFoundError:
+            raise ValueError(f"--testbed: no such file {args.testbed}") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--testbed: {args.testbed} is not JSON: {exc}") from None
+        if not isinstance(doc, dict) or not {"scenario", "train", "runs"} <= set(doc):
+            raise ValueError(f"--testbed: {args.testbed} is not a testbed.json from `dlcp sim fidelity --run-testbed`")
+        folder = args.testbed.parent
+    print("simulating the same fabric and job ...", file=sys.stderr)
+    result = fidelity.compare(doc, seeds=args.seeds)
+    (folder / "fidelity.json").write_text(json.dumps(result, indent=1))
+    if args.json:
+        json.dump(result, sys.stdout, indent=1)
+        print()
+    else:
+        print(fidelity.report(result))
+        print(f"raw: {folder / 'fidelity.json'}")
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:

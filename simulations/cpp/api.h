@@ -69,7 +69,8 @@ class Simulation
 
     // ---- topology (before Build) ----
     uint32_t AddNode(bool host);
-    void AddLink(uint32_t a, uint32_t b, double rate_bps, double delay_s);
+    /** A link; `rate_ba_bps` > 0: the rate from b to a, when it differs (a shaped switch-to-host port). */
+    void AddLink(uint32_t a, uint32_t b, double rate_bps, double delay_s, double rate_ba_bps = 0);
     void SetMtu(uint32_t mtu);
     /** Switch ports: "dlcp", "fifo" or "red_ecn"; buffer in packets; ECN marking threshold (0: none). */
     void SetSwitchQueue(const std::string& kind, uint32_t limit_packets, uint32_t ecn_threshold);

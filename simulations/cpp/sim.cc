@@ -114,6 +114,7 @@ struct LinkDesc
 {
     uint32_t a, b;
     double rate_bps, delay_s;
+    double rate_ba_bps; // b to a, when it differs (0: rate_bps)
 };
 
 class SimulationImpl : public MessageService
@@ -329,6 +330,10 @@ SimulationImpl::Build()
         // A one-packet device queue: the queue disc above it holds the backlog (and decides).
         p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", QueueSizeValue(QueueSize("1p")));
         NetDeviceContainer d = p2p.Install(nodes.Get(l.a), nodes.Get(l.b));
+        if (l.rate_ba_bps > 0)
+        {
+            d.Get(1)->SetAttribute("DataRate", DataRateValue(DataRate(static_cast<uint64_t>(l.rate_ba_bps))));
+        }
         if (lean)
         {
             // Each link a /30 (a: .1, b: .2), as Ipv4AddressHelper numbers them, but only hosts
@@ -506,14 +511,14 @@ Simulation::AddNode(bool host)
 }
 
 void
-Simulation::AddLink(uint32_t a, uint32_t b, double rate_bps, double delay_s)
+Simulation::AddLink(uint32_t a, uint32_t b, double rate_bps, double delay_s, double rate_ba_bps)
 {
     m_impl->CheckNotBuilt("AddLink");
     if (a >= m_impl->is_host.size() || b >= m_impl->is_host.size() || a == b)
     {
         throw std::invalid_argument("a link joins two different existing nodes");
     }
-    m_impl->links.push_back(LinkDesc{a, b, rate_bps, delay_s});
+    m_impl->links.push_back(LinkDesc{a, b, rate_bps, delay_s, rate_ba_bps});
 }
 
 void

@@ -134,10 +134,11 @@ DlcpHost::Send(uint32_t record, uint32_t dst, const SendSpec& spec, std::functio
     SetField(h, dlcp::OFF_PRIORITY, dlcp::SIZE_PRIORITY, spec.priority);
     // Drop classes: the core ranks packets by gradient magnitude; without values the simulator
     // draws each packet's class with the policy's fractions (the same distribution).
-    // A reliable message is sent as drop class 0 (docs/transport.md section 1).
+    // A message whose bound covers less than one packet (a reliable one too) is sent all drop
+    // class 0: it completes only whole (dlcp.policy.Policy.message_drop_classes).
     uint32_t n = spec.shape.PktCount();
     m->drop_class.assign(n, 0);
-    if (spec.shape.loss_bound > 0)
+    if (spec.shape.MaxMissingElems() >= static_cast<int64_t>(spec.shape.elems_per_packet))
     {
         std::uniform_real_distribution<double> u(0.0, 1.0);
         for (uint32_t s = 0; s < n; ++s)
@@ -532,7 +533,7 @@ DlcpHost::OnReply(const uint8_t* h, Ptr<Packet> p)
         }
         m.stopped = true;
         Simulator::Cancel(m.timer);
-        if (!m.fed_back)
+        if (!m.fed_back || (m_params.per_round_aimd && !m.last_round.empty()))
         {
             m.fed_back = true;
             Feedback(0.0);
@@ -581,6 +582,17 @@ DlcpHost::OnReply(const uint8_t* h, Ptr<Packet> p)
         m.fed_back = true;
         Feedback(static_cast<double>(missing.size()) / n);
     }
+    else if (m_params.per_round_aimd && !m.last_round.empty())
+    {
+        // The verdict on the latest round: the share of its packets still missing.
+        size_t lost = 0;
+        for (uint32_t seq2 : m.last_round)
+        {
+            lost += have[seq2] ? 0 : 1;
+        }
+        Feedback(static_cast<double>(lost) / m.last_round.size());
+    }
+    m.last_round.clear();
     // What to retransmit (host/endpoint.py _choose_retransmit): the missing packets beyond
     // what the bound may leave out, plus a margin of a quarter, protected classes first.
     int64_t allowed = s.MaxMissingElems() / s.elems_per_packet;
@@ -607,6 +619,7 @@ DlcpHost::OnReply(const uint8_t* h, Ptr<Packet> p)
         Probe(m);
         return;
     }
+    m.last_round = missing;
     if (!m_params.pace_retx)
     {
         uint64_t left = static_cast<uint64_t>(missing.size()) * m_params.payload_bytes;
@@ -633,13 +646,25 @@ DlcpHost::OnReply(const uint8_t* h, Ptr<Packet> p)
 void
 DlcpHost::Feedback(double loss)
 {
+    if (!m_params.per_round_aimd)
+    {
+        // host/pacing.py: halve on a lossy first pass, add `increase` on a clean one.
+        m_rate = loss > m_params.decrease_above ? std::max(m_params.min_rate, m_rate / 2)
+                                                : std::min(m_params.max_rate, m_rate + m_params.increase);
+        return;
+    }
     if (loss > m_params.decrease_above)
     {
+        // Halve, as the host does, but on every round: retransmitting at the rate that lost the first
+        // pass loses the retransmissions too. (Cutting to the share that got through, 1 - loss, measured
+        // worse: compounded over rounds it leaves a sender near min_rate for its next message.)
         m_rate = std::max(m_params.min_rate, m_rate / 2);
     }
     else
     {
-        m_rate = std::min(m_params.max_rate, m_rate + m_params.increase);
+        // Back up by a quarter per clean verdict: at +1% of the line rate per message a sender cut
+        // to a quarter by one incast would need 75 messages to recover.
+        m_rate = std::min(m_params.max_rate, m_rate * 1.25 + m_params.increase);
     }
 }
 

@@ -2,10 +2,12 @@
 // host stack (docs/transport.md): a paced first pass (front layers first), a
 // PROBE after it, BITMAP/STOP answers from the receiver, retransmissions of
 // what the bound does not allow at the top class with RETX, probes again on a
-// doubling timeout, and loss-based AIMD on each message's first-pass verdict.
+// doubling timeout, and loss-based AIMD on each verdict.
 // Retransmissions are paced like first passes (at the host's current rate, ahead
 // of them), not sent as a burst: a burst of top-class packets from many senders
-// fills a switch buffer with packets nothing can push out.
+// fills a switch buffer with packets nothing can push out. The rate reacts to
+// every round's verdict, not only the first pass's (TransportParams::per_round_aimd;
+// the host stack's rule is the other setting, for comparison with the testbed).
 // Completion follows the core's rule (message_state.h).
 #pragma once
 
@@ -87,6 +89,7 @@ class DlcpHost : public ns3::Application
         ns3::EventId timer;
         std::vector<std::pair<uint32_t, std::vector<uint8_t>>> pending; // BITMAP chunks
         std::deque<uint32_t> retx; // packets to retransmit, paced by TxLoop
+        std::vector<uint32_t> last_round; // the packets of the latest retransmission round (sorted)
         bool retx_queued = false;  // in m_retxFifo
         std::function<void()> on_acked;
     };

@@ -68,6 +68,13 @@ struct TransportParams
     // Retransmissions paced like first passes (true), or sent at once as the host stack's
     // receive thread does (false; charged to the pacer either way).
     bool pace_retx = true;
+    // Rate control on every verdict of a message (true): the first pass's, then each retransmission
+    // round's (the share of that round's packets still missing); a lossy verdict halves the rate, a
+    // clean one raises it by a quarter plus `increase`. Or (false) the host stack's rule
+    // (host/pacing.py): the first pass's verdict only, halve or add `increase`. With the host's rule
+    // N senders retransmitting at full rate into one port overflow its top class round after round,
+    // and a sender halved twice by one incast takes ~75 messages to recover (docs/simulations.md).
+    bool per_round_aimd = true;
 };
 
 } // namespace dlcpsim
