@@ -28,7 +28,10 @@ from dlcp.testbed.switch import stats
         (["--port", "1=dlcpNoSuch", "--port", "2=dlcpNoSuch"], "interface dlcpNoSuch is given for ports 1 and 2"),
         (["--port", "1=dlcpNoSuch", "--rate", "1=5qbit"], "--rate 1=5qbit"),
         (["--port", "1=dlcpNoSuch", "--rate", "1=10bit"], "--rate 1=10bit: '10bit' is below 1kbit"),
-        (["--port", "1=dlcpNoSuch", "--rate", "1=2tbit"], "--rate 1=2tbit: 2tbit (2e+12 bit/s) is out of range"),
+        (
+            ["--port", "1=dlcpNoSuch", "--rate", "1=2tbit"],
+            "--rate 1=2tbit: 2tbit (2000000000000 bit/s) is out of range 1000..1000000000000",
+        ),
         (["--port", "1=dlcpNoSuch", "--buffer", "1e400"], "--buffer 1e400: '1e400' is not a finite quantity"),
         (["--port", "1=dlcpNoSuch", "--seed", "-1"], "seed: -1 is out of range"),
         (["--port", "1=dlcpNoSuch", "--rate", "2=1gbit"], "--rate 2=1gbit: no port 2"),
