@@ -7,8 +7,11 @@
 control Ecmp(in headers_t hdr, inout local_metadata_t meta) {
     // CRC32 for the same reason as on v1model (see v1model/ecmp.p4).
     Hash<bit<16>>(HashAlgorithm_t.CRC32) ecmp_hash;
-    ActionProfile(NEXT_HOPS_SIZE) ecmp_members;
-    ActionSelector(ecmp_members, ecmp_hash, SelectorMode_t.FAIR, ECMP_GROUP_SIZE, ECMP_GROUPS) ecmp_selector;
+    // The profile carries the selector's name: in a TNA P4Info the ActionProfile, not the
+    // ActionSelector, is the action profile (with_selector), and one controller
+    // drives both targets by the v1model name.
+    @name("ecmp_selector") ActionProfile(NEXT_HOPS_SIZE) ecmp_members;
+    @name("ecmp_group_selector") ActionSelector(ecmp_members, ecmp_hash, SelectorMode_t.FAIR, ECMP_GROUP_SIZE, ECMP_GROUPS) ecmp_selector;
 
     #include "../common/ecmp_next_hops.p4"
 }

@@ -1,7 +1,12 @@
 """Reading the Tofino compiler's reports (dlcp.p4.tofino_report), without the compiler.
 
-What is tested here is the reader's own logic and its errors. Its reading of
-real report files runs in test_tofino.py wherever the compiler is installed.
+What is tested here is the reader's own logic and its errors, and its reading of
+real reports: ``fixtures/tofino-9.13.4`` holds, from one compile of
+``p4src/tna/dlcp.p4`` by p4c-barefoot 9.13.4 (2026-11-23), ``resources.json``
+cut to its ``resources.mau`` part, ``context.json`` cut to each table's name,
+gress and stage numbers, and the stage table of the compiler's own
+``mau.resources.log``, which the reader's figures must equal. Full compiles run in
+test_tofino.py wherever the compiler is installed.
 """
 
 from __future__ import annotations
@@ -73,3 +78,47 @@ def test_stage_numbers_at_any_depth_and_not_phase0() -> None:
         ]
     }
     assert tofino_report.stages_from_context(context) == {"ingress": (0, 3, 4), "egress": (0,)}
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "tofino-9.13.4"
+# The reader's resource names -> the compiler's own column in mau.resources.log.
+LOG_COLUMNS = {
+    "SRAM": "SRAM",
+    "TCAM": "TCAM",
+    "map RAM": "Map RAM",
+    "gateway": "Gateway",
+    "logical table ID": "Logical TableID",
+    "stateful ALU": "Meter ALU",
+    "statistics ALU": "Stats ALU",
+    "exact xbar byte": "Exact Match Input xbar",
+    "ternary xbar byte": "Ternary Match Input xbar",
+    "hash bit": "Hash Bit",
+    "VLIW instruction": "VLIW Instr",
+    "action bus byte": "Action Data Bus Bytes",
+}
+
+
+def _log_table() -> tuple[list[str], list[list[str]]]:
+    rows = [
+        [c.strip() for c in line.strip().strip("|").split("|")]
+        for line in (FIXTURE / "mau.resources.totals.txt").read_text().splitlines()
+        if line.startswith("|")
+    ]
+    return rows[0], rows[1:]
+
+
+def test_a_real_compile_reads_as_the_compiler_counts_it() -> None:
+    header, rows = _log_table()
+    stage_rows = [r for r in rows if r[0].isdigit()]
+    totals = next(r for r in rows if r[0] == "Totals")
+    n_stages, resources = tofino_report.resources_from_json(json.loads((FIXTURE / "resources.json").read_text()))
+    assert n_stages == len(stage_rows) == 12
+    got = {r.name: r.used for r in resources}
+    assert set(got) == set(LOG_COLUMNS)
+    for name, column in LOG_COLUMNS.items():
+        assert got[name] == int(totals[header.index(column)]), name
+    stages = tofino_report.stages_from_context(json.loads((FIXTURE / "context.json").read_text()))
+    report = Report("pipe", n_stages, stages, resources)
+    # That compile placed the ingress in every stage and the egress in stage 0 (docs/results.md, #17).
+    assert (report.stages_used("ingress"), report.stages_used("egress")) == (12, 1)
+    assert "ingress 12 of 12, egress 1 of 12" in report.table()
