@@ -68,6 +68,9 @@ def test_strict_tna_needs_tofino_includes(
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv(tools.BIN_DIR_ENV, str(tmp_path))
     monkeypatch.delenv(tools.TNA_INCLUDE_ENV, raising=False)
+    # An installed Tofino compiler brings tna.p4 along (tools.tna_include_dir): none here either.
+    monkeypatch.delenv(tools.TOFINO_P4C_ENV, raising=False)
+    monkeypatch.delenv(tools.SDE_INSTALL_ENV, raising=False)
     assert main(["p4", "build", "--out", str(tmp_path / "out"), "--target", "tna", "--strict"]) == 2
     err = capsys.readouterr().err
     assert "tna.p4 not found" in err and tools.TNA_INCLUDE_ENV in err
