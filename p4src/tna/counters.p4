@@ -15,7 +15,8 @@ control DropCounters(in local_metadata_t meta, in congestion_action_t verdict) {
     apply {
         if (verdict == ON_CONGESTION_TRIM) {
             trimmed.count(meta.port_class);
-        } else if (verdict == ON_CONGESTION_DROP) {
+        }
+        if (verdict == ON_CONGESTION_DROP) {
             dropped.count(meta.port_class);
         }
     }

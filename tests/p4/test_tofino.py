@@ -7,6 +7,7 @@ reports is tested without it (test_tofino_report.py).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -39,11 +40,6 @@ def test_compiles_to_a_binary(tofino: build.StepResult) -> None:
     assert tofino.report_error is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #17: p4c-barefoot 9.13.4 places the ingress in 12 of 12 stages (docs/results.md); "
-    "when a change brings it to 10 or fewer this test passes and strict xfail fails: remove the mark",
-)
 def test_fits_with_room_to_spare(tofino: build.StepResult) -> None:
     report = tofino.report
     assert report is not None, tofino.report_error
@@ -81,7 +77,7 @@ def test_ipv4_checksum_is_the_deparser_s(tofino: build.StepResult) -> None:
     deparser = deparser[: deparser.index("deparser egress:")] if "deparser egress:" in deparser else deparser
     # The assembler's form (p4c-barefoot 9.13.4): the IPv4 checksum field is emitted from
     # "full_checksum N", which sums "partial_checksum N", whose inputs are the saved complements.
-    assert "full_checksum 0: B8(2)  # ingress::hdr.pkt.ipv4.$valid" in deparser
+    assert re.search(r"full_checksum 0: \S+  # ingress::hdr\.pkt\.ipv4\.\$valid", deparser), deparser
     partial = deparser[deparser.index("partial_checksum 0:") :]
     for name in ("ipv4_checksum_inv", "ipv4_ttl_inv", "hdr.pkt.ipv4.ttl", "hdr.pkt.ipv4.total_len"):
         assert name in partial[: partial.index("full_checksum 0:")], name
