@@ -12,7 +12,7 @@ import select
 import socket
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from pyroute2 import netns
@@ -85,34 +85,47 @@ def ping(namespace: str, dst: str, count: int = 3, size: int = 56, timeout_s: fl
     return PingResult(count, len(rtts), tuple(rtts))
 
 
-def udp(src_ns: str, dst_ns: str, dst_ip: str, count: int = 100, size: int = 1000, port: int = 9000) -> int:
-    """Send ``count`` datagrams of ``size`` bytes from ``src_ns`` to ``dst_ip:port`` in ``dst_ns``; returns
-    how many arrived intact (paced, so that a shaped link does not drop them)."""
+def _paced_exchange(
+    src_ns: str, dst_ns: str, dst_ip: str, port: int, datagrams: list[bytes], identify: Callable[[bytes], int | None]
+) -> int:
+    """Send ``datagrams`` from ``src_ns`` to ``dst_ip:port`` in ``dst_ns``, paced (a shaped link must not drop
+    them); returns how many distinct ids ``identify`` finds (None: not intact) in what arrives within 2 s."""
     with inside(dst_ns):
         rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
         rx.bind((dst_ip, port))
     with inside(src_ns):
         tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     got: set[int] = set()
     try:
-        for i in range(count):
-            tx.sendto(struct.pack("!I", i) + bytes([i & 0xFF]) * (size - 4), (dst_ip, port))
+        for i, datagram in enumerate(datagrams):
+            tx.sendto(datagram, (dst_ip, port))
             if i % 10 == 9:
                 time.sleep(0.001)
         deadline = time.monotonic() + 2.0
-        while len(got) < count and (left := deadline - time.monotonic()) > 0:
+        while len(got) < len(datagrams) and (left := deadline - time.monotonic()) > 0:
             ready, _, _ = select.select([rx], [], [], left)
             if not ready:
                 break
-            data = rx.recv(65535)
-            (i,) = struct.unpack_from("!I", data)
-            if len(data) == size and data[4:] == bytes([i & 0xFF]) * (size - 4):
-                got.add(i)
+            ident = identify(rx.recv(65535))
+            if ident is not None:
+                got.add(ident)
     finally:
         rx.close()
         tx.close()
     return len(got)
+
+
+def udp(src_ns: str, dst_ns: str, dst_ip: str, count: int = 100, size: int = 1000, port: int = 9000) -> int:
+    """Send ``count`` datagrams of ``size`` bytes from ``src_ns`` to ``dst_ip:port`` in ``dst_ns``; returns
+    how many arrived intact (paced, so that a shaped link does not drop them)."""
+
+    def intact(data: bytes) -> int | None:
+        (i,) = struct.unpack_from("!I", data)
+        return i if len(data) == size and data[4:] == bytes([i & 0xFF]) * (size - 4) else None
+
+    sent = [struct.pack("!I", i) + bytes([i & 0xFF]) * (size - 4) for i in range(count)]
+    return _paced_exchange(src_ns, dst_ns, dst_ip, port, sent, intact)
 
 
 def dlcp_data(src_ns: str, dst_ns: str, dst_ip: str, count: int = 256, payload: int = 1000, port: int = 0) -> int:
@@ -121,27 +134,12 @@ def dlcp_data(src_ns: str, dst_ns: str, dst_ip: str, count: int = 256, payload: 
     from dlcp.protocol import UDP_PORT, PacketType
     from dlcp.wire import Header
 
-    dport = port or UDP_PORT
-    with inside(dst_ns):
-        rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-        rx.bind((dst_ip, dport))
-    with inside(src_ns):
-        tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    got: set[int] = set()
-    try:
-        for seq in range(count):
-            hdr = Header(type=PacketType.DATA, job_id=1, seq=seq, pkt_count=count, length=payload, priority=1)
-            tx.sendto(hdr.pack() + bytes(payload), (dst_ip, dport))
-            if seq % 10 == 9:
-                time.sleep(0.001)
-        deadline = time.monotonic() + 2.0
-        while len(got) < count and (left := deadline - time.monotonic()) > 0:
-            ready, _, _ = select.select([rx], [], [], left)
-            if not ready:
-                break
-            got.add(Header.unpack(rx.recv(65535)).seq)
-    finally:
-        rx.close()
-        tx.close()
-    return len(got)
+    def seq(data: bytes) -> int | None:
+        return Header.unpack(data).seq
+
+    sent = [
+        Header(type=PacketType.DATA, job_id=1, seq=i, pkt_count=count, length=payload, priority=1).pack()
+        + bytes(payload)
+        for i in range(count)
+    ]
+    return _paced_exchange(src_ns, dst_ns, dst_ip, port or UDP_PORT, sent, seq)
