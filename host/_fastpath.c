@@ -303,6 +303,14 @@ static int same_message(const uint8_t *seg, const uint8_t *row) {
     return memcmp(seg + K.kind_at, row + K.kind_at, 2) == 0 && memcmp(seg + K.key_at, row + K.key_at, K.key_end - K.key_at) == 0;
 }
 
+/* One IP_TOS control message at c (room: CMSG_SPACE(sizeof(int))): the class a datagram leaves with. */
+static void put_tos(struct cmsghdr *c, int tos) {
+    c->cmsg_level = IPPROTO_IP;
+    c->cmsg_type = IP_TOS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &tos, sizeof tos);
+}
+
 /* STOP (FINAL, no payload) for a PROBE of a message in the done table, from the probe's own header. */
 static void answer_probe(rx_ctx *c, done_t *d, const uint8_t *probe) {
     uint8_t h[HDR_MAX];
@@ -317,12 +325,7 @@ static void answer_probe(rx_ctx *c, done_t *d, const uint8_t *probe) {
         struct cmsghdr align;
     } ctl;
     memset(&ctl, 0, sizeof ctl);
-    struct cmsghdr *cm = (struct cmsghdr *)ctl.buf;
-    cm->cmsg_level = IPPROTO_IP;
-    cm->cmsg_type = IP_TOS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    int tos = d->tos;
-    memcpy(CMSG_DATA(cm), &tos, sizeof tos);
+    put_tos((struct cmsghdr *)ctl.buf, d->tos);
     struct iovec v = {.iov_base = h, .iov_len = L.header_size};
     struct msghdr m = {.msg_name = &to, .msg_namelen = sizeof to, .msg_iov = &v, .msg_iovlen = 1,
                        .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
@@ -824,12 +827,8 @@ static PyObject *tx_send(PyObject *self, PyObject *args) {
         struct cmsghdr align;
     } ctl;
     memset(&ctl, 0, sizeof ctl);
-    struct cmsghdr *c = (struct cmsghdr *)ctl.buf;
-    c->cmsg_level = IPPROTO_IP;
-    c->cmsg_type = IP_TOS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &tos, sizeof(int));
-    c = (struct cmsghdr *)(ctl.buf + CMSG_SPACE(sizeof(int)));
+    put_tos((struct cmsghdr *)ctl.buf, tos);
+    struct cmsghdr *c = (struct cmsghdr *)(ctl.buf + CMSG_SPACE(sizeof(int)));
     c->cmsg_level = SOL_UDP;
     c->cmsg_type = UDP_SEGMENT;
     c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
