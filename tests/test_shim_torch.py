@@ -146,14 +146,20 @@ def test_train_cli_json(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_hook_under_torchrun(tmp_path) -> None:
+    import os
     import subprocess
     import sys
     from pathlib import Path
 
+    from dlcp.host.launch import free_tcp_port
+
     torchrun = Path(sys.executable).parent / "torchrun"
     script = Path(__file__).with_name("torchrun_ddp.py")
     cmd = [str(torchrun), "--standalone", "--nproc_per_node", "2", str(script)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    # DLCP's store port by default is MASTER_PORT + 1 (test_launch_env.py); with --standalone's random
+    # MASTER_PORT that neighbour was once taken on a busy machine (EADDRINUSE), so give it a free one.
+    env = {**os.environ, "DLCP_STORE_PORT": str(free_tcp_port())}
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     for rank in (0, 1):
         assert f"rank {rank} replicas_identical=True layers=4" in out.stdout
