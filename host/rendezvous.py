@@ -2,8 +2,8 @@
 
 The same code runs across real machines: every rank publishes the address of
 its data socket, rank 0 draws the job's random 32-bit token, and all ranks read
-both. Key names are prefixed with the job id, so several jobs can share one
-store.
+both. Key names are prefixed with the job id (and a scope, in a store shared
+with others such as torchrun's agent's), so several jobs can share one store.
 """
 
 from __future__ import annotations
@@ -25,21 +25,26 @@ class RendezvousInfo:
 class Rendezvous:
     """A thin wrapper over a ``torch.distributed.Store``."""
 
-    def __init__(self, store: Any, job_id: int, rank: int, world: int) -> None:
+    def __init__(self, store: Any, job_id: int, rank: int, world: int, scope: str = "") -> None:
         if not 0 <= rank < world:
             raise ValueError(f"rank {rank} outside world of {world}")
         self.store = store
-        self.prefix = f"dlcp/{job_id}"
+        self.prefix = f"{scope}/dlcp/{job_id}" if scope else f"dlcp/{job_id}"
         self.rank = rank
         self.world = world
         self._barriers = 0
 
     @classmethod
-    def tcp(cls, host: str, port: int, job_id: int, rank: int, world: int, timeout_s: float = 60.0) -> Rendezvous:
+    def tcp(
+        cls, host: str, port: int, job_id: int, rank: int, world: int, timeout_s: float = 60.0,
+        *, shared: bool = False, scope: str = "",
+    ) -> Rendezvous:  # fmt: skip
+        """Rank 0 hosts a TCPStore at ``host:port`` and the others connect; ``shared``: it is hosted already."""
         from torch.distributed import TCPStore
 
-        store = TCPStore(host, port, world, rank == 0, timedelta(seconds=timeout_s), wait_for_workers=False)
-        return cls(store, job_id, rank, world)
+        hosts = rank == 0 and not shared
+        store = TCPStore(host, port, world, hosts, timedelta(seconds=timeout_s), wait_for_workers=False)
+        return cls(store, job_id, rank, world, scope)
 
     def exchange(self, address: tuple[str, int]) -> RendezvousInfo:
         """Publish this rank's address; return every rank's and the job token."""

@@ -54,21 +54,25 @@ def open_session(
     server_ranks: tuple[int, ...] = (0,),
     worker_ranks: tuple[int, ...] | None = None,
     store: Any = None,
+    store_is_shared: bool = False,
+    store_scope: str = "",
 ) -> Session:
     """Rendezvous with the other ranks and return a ready session.
 
     The data socket binds ``transport.port + local_rank`` (``port = 0``: any free port).
     ``store`` is an existing torch.distributed Store to rendezvous through (one is
-    made at ``store_host:store_port`` otherwise).
+    made at ``store_host:store_port`` otherwise: hosted by rank 0, or, with
+    ``store_is_shared``, already hosted there, e.g. by torchrun's agent). DLCP's
+    keys go under ``store_scope`` (:class:`LaunchEnv`).
     """
     transport = transport or TransportConfig()
     policy = policy or Policy()
     if pacing is None:
         pacing = pacing_for_host(transport.send_rate_bps, transport.send_burst_bytes, host, policy.largest_bound)
     if store is not None:
-        rdv = Rendezvous(store, job_id, rank, world)
+        rdv = Rendezvous(store, job_id, rank, world, store_scope)
     else:
-        rdv = Rendezvous.tcp(store_host, store_port, job_id, rank, world)
+        rdv = Rendezvous.tcp(store_host, store_port, job_id, rank, world, shared=store_is_shared, scope=store_scope)
     port = transport.port + (rank if local_rank is None else local_rank) if transport.port else 0
     sock = open_socket(host, port)
     info = rdv.exchange(sock.getsockname())
@@ -111,7 +115,7 @@ def open_session_from_env(
     kwargs.setdefault("server_ranks", tuple(range(cfg.job.servers)) if chosen == "ps" else (0,))
     session = open_session(
         rank=env.rank, world=env.world, store_host=env.store_host, store_port=env.store_port, host=env.host,
-        local_rank=env.local_rank, **kwargs,
+        local_rank=env.local_rank, store_is_shared=env.store_is_shared, store_scope=env.store_scope, **kwargs,
     )  # fmt: skip
     session.mode = chosen
     return session

@@ -172,6 +172,9 @@ class Placement:
     host: str = "127.0.0.1"
     job: DLCPConfig | None = None
     """The job's configuration (id, servers, transport, policy, limits); None: loopback defaults."""
+    store_is_shared: bool = False
+    """The rendezvous store is hosted already (torchrun's agent); no rank hosts it (:class:`LaunchEnv`)."""
+    store_scope: str = ""
 
 
 def _rank_main(
@@ -185,9 +188,12 @@ def _rank_main(
     from dlcp.host.shim.torch import DLCPState, dlcp_hook
 
     torch.set_num_threads(1)
-    store = dist.TCPStore(
-        where.store_host, store_port, world, rank == 0, timedelta(seconds=120), wait_for_workers=False
+    hosts = rank == 0 and not where.store_is_shared
+    store: dist.Store = dist.TCPStore(
+        where.store_host, store_port, world, hosts, timedelta(seconds=120), wait_for_workers=False
     )
+    if where.store_scope:
+        store = dist.PrefixStore(where.store_scope, store)
     dist.init_process_group("gloo", store=dist.PrefixStore("gloo", store), rank=rank, world_size=world)
     x_tr, y_tr, x_te, y_te = make_task(cfg.seed, cfg.train_samples, cfg.test_samples)
     model = make_model(cfg.model, cfg.seed)
@@ -289,7 +295,10 @@ def run_node(cfg: TrainConfig, launch: LaunchEnv) -> dict[str, Any]:
     transport, policy and servers from its job file (``DLCP_CONFIG``). Returns the rank's result as JSON data
     (:func:`summarize` of every rank's gives what :func:`run` returns)."""
     job = load_config(launch.config) if launch.config is not None else None
-    where = Placement(store_host=launch.store_host, host=launch.host, job=job)
+    where = Placement(
+        store_host=launch.store_host, host=launch.host, job=job, store_is_shared=launch.store_is_shared,
+        store_scope=launch.store_scope,
+    )  # fmt: skip
     r = _rank_main(launch.rank, launch.world, launch.store_port, cfg, where)
     r["sample"] = r["sample"].tolist()
     r["dlcp_sent"] = asdict(r["dlcp_sent"])

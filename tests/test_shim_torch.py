@@ -151,14 +151,11 @@ def test_hook_under_torchrun(tmp_path) -> None:
     import sys
     from pathlib import Path
 
-    from dlcp.host.launch import free_tcp_port
-
     torchrun = Path(sys.executable).parent / "torchrun"
     script = Path(__file__).with_name("torchrun_ddp.py")
     cmd = [str(torchrun), "--standalone", "--nproc_per_node", "2", str(script)]
-    # DLCP's store port by default is MASTER_PORT + 1 (test_launch_env.py); with --standalone's random
-    # MASTER_PORT that neighbour was once taken on a busy machine (EADDRINUSE), so give it a free one.
-    env = {**os.environ, "DLCP_STORE_PORT": str(free_tcp_port())}
+    # Nothing DLCP-specific set: the ranks join torchrun's agent store (test_launch_env.py).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DLCP_")}
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     for rank in (0, 1):
