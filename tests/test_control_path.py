@@ -9,6 +9,7 @@ must be the same either way; the C path's counters say that C did the work.
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
 
@@ -85,6 +86,12 @@ def test_probes_of_a_receive_before_and_after_it_completes(fast_path: bool) -> N
             assert h.priority == ep.control_class and h.drop_class == 0
         if fast_path:
             assert _control_seen(ep) == (4, 3), "C answered the three probes itself"
+
+        # A PROBE's offset is ignored (docs/protocol.md §3): one with offset 7 is answered like the others
+        # (C leaves it to Python, which answers the same).
+        odd = dataclasses.replace(Header.unpack(np.frombuffer(_probe(4, 3), dtype=np.uint8)), offset=7)
+        peer.sock.sendto(odd.pack(), ep.address)
+        assert [(h.type, h.seq, h.offset) for h, _ in peer.receive()] == [(PacketType.STOP, 3, 0)]
     finally:
         ep.close()
         peer.close()
