@@ -40,7 +40,6 @@ errors are reported together, before anything is written to a switch. Errors are
 from __future__ import annotations
 
 import ipaddress
-import tomllib
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -63,6 +62,7 @@ from dlcp.controller.model import (
 from dlcp.controller.paths import Paths
 from dlcp.frames import ETH_HEADER
 from dlcp.protocol import NUM_DROP_CLASSES, UDP_PORT
+from dlcp.tomlfile import TomlFileError, read_toml
 from dlcp.units import format_size, parse_duration, parse_rate, parse_size
 
 MAX_PORT = switch_limits.MAX_PORT
@@ -105,11 +105,9 @@ def load(path: str | Path) -> Fabric:
     """Load and check a fabric file."""
     p = Path(path)
     try:
-        doc = tomllib.loads(p.read_text())
-    except OSError as exc:
-        raise FabricError([f"cannot read: {exc.strerror or exc}"], str(p)) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise FabricError([f"invalid TOML: {exc}"], str(p)) from None
+        doc = read_toml(p)
+    except TomlFileError as exc:
+        raise FabricError([exc.reason], str(p)) from None
     return from_dict(doc, str(p), base_dir=p.parent)
 
 
@@ -587,9 +585,9 @@ def _host_config(
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
         try:
-            file_doc = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            errs.append(f"{where}.config: {path}: {getattr(exc, 'strerror', None) or exc}")
+            file_doc = read_toml(path)
+        except TomlFileError as exc:
+            errs.append(f"{where}.config: {exc}")
             return None
         file_job = file_doc.pop("job", {})
         for key, mine in (("id", job_id), ("mode", mode), ("workers", workers)):

@@ -24,7 +24,6 @@ Errors name the offending field by its dotted path (``policy.push.loss_bound``).
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 import types
 import typing
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from dlcp import checks
 from dlcp.limits import Limits
 from dlcp.policy import KindPolicy, Policy
 from dlcp.protocol import DTYPE_SIZE, HEADER_SIZE, UDP_PORT, MessageKind
+from dlcp.tomlfile import TomlFileError, read_toml
 
 
 class ConfigError(ValueError):
@@ -121,11 +121,9 @@ def load(path: str | Path) -> DLCPConfig:
     """Load and validate a job file."""
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: no such configuration file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: invalid TOML: {exc}") from None
+        data = read_toml(p)
+    except TomlFileError as exc:
+        raise ConfigError(f"{p}: {exc.reason}") from None
     try:
         return from_dict(data)
     except ConfigError as exc:

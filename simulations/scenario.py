@@ -43,13 +43,13 @@ Errors name the field by its path (``workload[1].load``).
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from dlcp.config import DLCPConfig, from_dict
 from dlcp.simulations import models, topology
+from dlcp.tomlfile import TomlFileError, read_toml
 
 
 @dataclass(frozen=True)
@@ -244,11 +244,9 @@ class Scenario:
 def load(path: str | Path, **overrides: Any) -> Scenario:
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise ScenarioError(f"{p}: no such scenario file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"{p}: invalid TOML: {exc}") from None
+        data = read_toml(p)
+    except TomlFileError as exc:
+        raise ScenarioError(f"{p}: {exc.reason}") from None
     data.update(overrides)
     try:
         return from_table(data)

@@ -24,7 +24,6 @@ MTU against the software switch's limits); errors name the field
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -32,6 +31,7 @@ from typing import Any, Literal
 from dlcp import switch_limits as swcfg
 from dlcp.controller import fabric as fabric_file
 from dlcp.controller.model import Fabric, LinkSpec
+from dlcp.tomlfile import TomlFileError, read_toml
 from dlcp.units import parse_duration
 
 SwitchKind = Literal["dlcp", "bmv2"]
@@ -94,11 +94,9 @@ def load(path: str | Path, *, switch: SwitchKind | None = None) -> TestbedSpec:
     """Read and check a fabric file (``switch`` overrides ``testbed.switch``)."""
     p = Path(path)
     try:
-        doc = tomllib.loads(p.read_text())
-    except OSError as exc:
-        raise SpecError([f"cannot read: {exc.strerror or exc}"], str(p)) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError([f"invalid TOML: {exc}"], str(p)) from None
+        doc = read_toml(p)
+    except TomlFileError as exc:
+        raise SpecError([exc.reason], str(p)) from None
     return from_dict(doc, p, switch=switch)
 
 

@@ -177,7 +177,7 @@ BAD: list[tuple[str, str]] = [
     ("p4 vectors --dir {tmp}/missing", "--dir"),
     ("p4 vectors -k nomatch", "-k"),
     # dlcp sim
-    ("sim run {tmp}/missing.toml", "scenario file"),
+    ("sim run {tmp}/missing.toml", "missing.toml: no such file"),
     ("sim run {scenario} --baseline foo", "--baseline"),
     ("sim run {bad_scenario}", "baseline"),
     ("sim bench --leaves 0", "--leaves"),

@@ -6,12 +6,12 @@ import argparse
 import contextlib
 import json
 import sys
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from dlcp import checks
+from dlcp.tomlfile import TomlFileError, read_toml
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -116,11 +116,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.baseline is not None:
         checks.one_of("--baseline", args.baseline, scenario.BASELINES)
     try:
-        table: dict[str, Any] = tomllib.loads(args.scenario.read_text())
-    except FileNotFoundError:
-        raise scenario.ScenarioError(f"{args.scenario}: no such scenario file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise scenario.ScenarioError(f"{args.scenario}: invalid TOML: {exc}") from None
+        table: dict[str, Any] = read_toml(args.scenario)
+    except TomlFileError as exc:
+        raise scenario.ScenarioError(str(exc)) from None
     if args.baseline:
         table["baseline"] = args.baseline
     try:

@@ -20,7 +20,6 @@ valid range (:class:`ConfigError`, a ``ValueError``: exit code 2 from the CLI).
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 from dlcp import switch_limits as limits
 from dlcp import units
 from dlcp.protocol import NUM_PRIORITY_CLASSES
+from dlcp.tomlfile import TomlFileError, read_toml
 
 # Limits and defaults live in the core, where the CLI reads them too.
 MAX_PORT = limits.MAX_PORT
@@ -268,9 +268,7 @@ def from_dict(doc: dict[str, Any], source: str = "config") -> SwitchConfig:
 
 def load(path: Path) -> SwitchConfig:
     try:
-        doc = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"--config {path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"--config {path}: not valid TOML: {exc}") from None
+        doc = read_toml(path)
+    except TomlFileError as exc:
+        raise ConfigError(f"--config {path}: {exc.reason}") from None
     return from_dict(doc, str(path))

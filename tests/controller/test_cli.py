@@ -60,7 +60,7 @@ def test_invalid_config_exits_2_naming_the_field_and_writes_nothing(
     assert sw.dp.writes == 0
     assert sw.server.servicer.config is None, "not even the pipeline was pushed"
     rc, _, err = dlcp(capsys, "apply", str(tmp_path / "missing.toml"))
-    assert rc == 2 and "cannot read" in err
+    assert rc == 2 and "missing.toml: no such file" in err
     rc, _, err = dlcp(capsys, "apply", cfg.replace("fabric", "x"), "--timeout", "0")
     assert rc == 2 and "--timeout" in err
 
