@@ -3,7 +3,7 @@
 One group per distinct set of egress ports; each member is ``set_next_hop(port,
 src_mac, dst_mac)`` with the switch port's MAC and the MAC of whatever is at the
 other end (a host, or the neighbour switch's port). The P4 program picks a member
-by hashing the 5-tuple plus an entropy field that is the DLCP sequence number for
+by hashing the 5-tuple plus an entropy field that is the DLCP ``seq ^ msg_id`` for
 DLCP data (sprayed per packet) and 0 for everything else (one path per flow), so
 the controller installs the same group for both.
 

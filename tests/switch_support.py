@@ -37,8 +37,12 @@ def dlcp_frame(
     flags: Flag = Flag.NONE,
     sport: int = 40000,
     dst: str = DST,
+    msg_id: int = 0,
+    round: int = 0,
 ) -> bytes:
-    hdr = Header(type=ptype, priority=priority, drop_class=drop_class, seq=seq, flags=flags, job_id=1).pack()
+    hdr = Header(
+        type=ptype, priority=priority, drop_class=drop_class, seq=seq, flags=flags, job_id=1, msg_id=msg_id, round=round
+    ).pack()
     return build_udp_frame(
         eth_src="02:dc:00:00:01:01", eth_dst="02:dc:00:00:00:01", src_ip="10.1.0.1", dst_ip=dst,
         sport=sport, dport=UDP_PORT, payload=hdr + bytes(max(0, size - PAYLOAD - len(hdr))),

@@ -253,22 +253,28 @@ def ecmp_cases() -> list[dict[str, Any]]:
     for i in range(16):
         f = udp_frame(f"flow packet {i}".encode(), dst_ip="10.1.0.7", ident=i)
         packets.append({"port": IN_PORT, "bytes": f.hex(), "expect_one_of": [routed(f, p) for p in members]})
+    for msg_id in range(64):
+        f = dlcp_frame(data(0, priority=3).replace(msg_id=msg_id, round=msg_id // 16, pkt_count=1), dst_ip="10.1.0.7")
+        packets.append({"port": IN_PORT, "bytes": f.hex(), "expect_one_of": [routed(f, p) for p in members]})
     packets[0]["note"] = "64 DLCP data packets of one message, one 5-tuple, seq 0..63"
     packets[64]["note"] = "16 PROBEs of the same message: control hashes on the 5-tuple only"
     packets[80]["note"] = "16 packets of one non-DLCP UDP flow"
+    packets[96]["note"] = "64 one-packet DLCP messages (seq 0) of one 5-tuple: the entropy is seq ^ msg_id"
     return [
         {
             "name": "ecmp_sprays_dlcp_data_only",
-            "description": "DLCP data packets of one 5-tuple use every member of the group (hash includes seq); "
-            "DLCP control packets and a non-DLCP flow each stay on one member.",
+            "description": "DLCP data packets of one 5-tuple use every member of the group (hash includes "
+            "seq ^ msg_id), one-packet messages too; DLCP control packets and a non-DLCP flow each stay "
+            "on one member.",
             "entries": [route("10.1.0.0", 16, 1), group(1, members)],
             "packets": packets,
             "spread": [
                 {"packets": list(range(64)), "distinct_ports": len(members)},
                 {"packets": list(range(64, 80)), "distinct_ports": 1},
                 {"packets": list(range(80, 96)), "distinct_ports": 1},
+                {"packets": list(range(96, 160)), "distinct_ports": len(members)},
             ],
-            "counters": counters(forwarded=[(members, 3, 64), (members, 7, 16), (members, 0, 16)]),
+            "counters": counters(forwarded=[(members, 3, 128), (members, 7, 16), (members, 0, 16)]),
         }
     ]
 

@@ -97,11 +97,12 @@ control Classification(in headers_t hdr, inout local_metadata_t meta) {
             }
         }
         // ECMP entropy: DLCP data packets are sprayed per packet (docs/protocol.md
-        // section 6); every other packet, DLCP control included, stays on its
-        // 5-tuple's path.
+        // section 6), on seq ^ msg_id, so that one-packet messages (all seq 0)
+        // spread too (one XOR: Tofino fits no second one in the same action);
+        // every other packet, DLCP control included, stays on its 5-tuple's path.
         meta.ecmp_entropy = 0;
         if (meta.is_dlcp && hdr.dlcp.packet_type == DLCP_TYPE_DATA) {
-            meta.ecmp_entropy = hdr.dlcp.seq;
+            meta.ecmp_entropy = hdr.dlcp.seq ^ hdr.dlcp.msg_id;
         }
         if (hdr.udp.isValid()) {
             meta.l4_src_port = hdr.udp.src_port;

@@ -423,7 +423,8 @@ void dp_process(dp_tables *t, uint8_t *f, uint32_t len, const uint32_t *occupanc
         if (ptype != DLCP_TYPE_DATA || (dl[DLCP_OFF_FLAGS] & DLCP_FLAG_RETX) || dclass == 0) eligible = 0;
         if (ptype == DLCP_TYPE_TRIMMED) queue = TRIM_QUEUE;
     }
-    uint32_t entropy = (is_dlcp && ptype == DLCP_TYPE_DATA) ? be32(dl + DLCP_OFF_SEQ) : 0;
+    /* classification.p4: seq ^ msg_id for DLCP data (one-packet messages spread too), else 0 */
+    uint32_t entropy = (is_dlcp && ptype == DLCP_TYPE_DATA) ? be32(dl + DLCP_OFF_SEQ) ^ be32(dl + DLCP_OFF_MSG_ID) : 0;
     uint16_t sport = 0, dport = 0;
     if (udp_valid || tcp_valid) {
         sport = be16(l4);

@@ -39,6 +39,14 @@ def test_dlcp_data_is_sprayed_over_every_member() -> None:
         assert 400 <= ports[p] <= 600, ports
 
 
+def test_one_packet_messages_are_sprayed_too() -> None:
+    """The entropy is seq ^ msg_id: messages of one packet (all seq 0) of one 5-tuple spread over every member,
+    message by message (on seq alone they all took one member)."""
+    dp = fabric()
+    ports = Counter(out_port(dp, dlcp_frame(300, msg_id=m, round=7)) for m in range(400))
+    assert set(ports) == set(MEMBERS) and min(ports.values()) >= 60, ports
+
+
 def test_retransmissions_are_sprayed_too() -> None:
     dp = fabric()
     ports = {out_port(dp, dlcp_frame(300, seq=s, flags=Flag.RETX)) for s in range(64)}
@@ -69,6 +77,9 @@ def test_member_choice_is_the_crc32_selector() -> None:
         h = ecmp_hash(0x0A010001, 0x0A020001, 17, 40000, 19110, s)
         assert h == zlib.crc32(struct.pack("!IIBHHI", 0x0A010001, 0x0A020001, 17, 40000, 19110, s))
         assert out_port(dp, dlcp_frame(300, seq=s)) == MEMBERS[h % len(MEMBERS)]
+        entropy = s ^ 0x01020304  # seq ^ msg_id
+        h = ecmp_hash(0x0A010001, 0x0A020001, 17, 40000, 19110, entropy)
+        assert out_port(dp, dlcp_frame(300, seq=s, msg_id=0x01020304, round=99)) == MEMBERS[h % len(MEMBERS)]
 
 
 def test_a_group_shrinks_and_grows_without_stale_members() -> None:
