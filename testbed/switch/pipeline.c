@@ -312,6 +312,7 @@ uint32_t dp_ecmp_hash(uint32_t src, uint32_t dst, uint8_t proto, uint16_t sport,
         (uint8_t)(dport >> 8), (uint8_t)dport,
         (uint8_t)(entropy >> 24), (uint8_t)(entropy >> 16), (uint8_t)(entropy >> 8), (uint8_t)entropy,
     };
+    if (crc32_table[1] == 0) crc32_init(); /* called before any table (dataplane.ecmp_hash): 0xFFFFFFFF */
     uint32_t c = 0xFFFFFFFFu;
     for (int i = 0; i < 17; i++) c = crc32_table[(c ^ b[i]) & 0xFF] ^ (c >> 8);
     return c ^ 0xFFFFFFFFu;

@@ -4,6 +4,8 @@ else (non-DLCP flows, DLCP control packets) keeps one member per 5-tuple."""
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
 import zlib
 from collections import Counter
 
@@ -80,6 +82,17 @@ def test_member_choice_is_the_crc32_selector() -> None:
         entropy = s ^ 0x01020304  # seq ^ msg_id
         h = ecmp_hash(0x0A010001, 0x0A020001, 17, 40000, 19110, entropy)
         assert out_port(dp, dlcp_frame(300, seq=s, msg_id=0x01020304, round=99)) == MEMBERS[h % len(MEMBERS)]
+
+
+def test_the_hash_needs_no_switch_first() -> None:
+    """``ecmp_hash`` in a process that made no DataPlane yet (its table was filled only by one): it returned
+    0xFFFFFFFF for every input."""
+    code = (
+        "import struct, zlib; from dlcp.testbed.switch.dataplane import ecmp_hash; "
+        "print(ecmp_hash(1, 2, 17, 3, 4, 5) == zlib.crc32(struct.pack('!IIBHHI', 1, 2, 17, 3, 4, 5)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "True", out.stdout + out.stderr
 
 
 def test_a_group_shrinks_and_grows_without_stale_members() -> None:
