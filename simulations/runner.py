@@ -188,6 +188,7 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
     sim.SetBufferPolicy(s.switch.buffer_policy)
     sim.SetSpraying(feat.spraying)
     sim.SetRouting(s.routing)
+    sim.SetPorts(s.ports)
     tp = ns.TransportParams()
     tp.payload_bytes = s.dlcp.transport.payload_bytes
     tp.job_id = s.dlcp.job.id

@@ -81,6 +81,11 @@ class Simulation
     void SetHostQueueLimit(uint32_t limit_packets);
     /** "dlcp" (O(1) next hops, spraying) or "global" (ns-3's global routing, random ECMP). */
     void SetRouting(const std::string& kind);
+    /** "dlcp": DLCP's port model (port.h) wherever routing is "dlcp" and switch queues are "dlcp";
+     *  "ns3": ns-3's point-to-point devices, channels and queue discs everywhere. */
+    void SetPorts(const std::string& kind);
+    /** After Build: whether this run uses DLCP's port model. */
+    bool UsesPortModel() const;
     void SetTransport(const TransportParams& params);
     /** TCP for TCP messages: "newreno" or "dctcp"; minimum RTO; segment size; socket buffers. */
     void SetTcp(const std::string& variant, double min_rto_s, uint32_t segment_bytes, uint32_t buffer_bytes);
