@@ -258,6 +258,7 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
         "cpu_s": round(cpu_s, 3),
         "packets_per_cpu_s": round(sw["host_rx_packets"] / cpu_s) if cpu_s > 0 else 0,
         "peak_rss_mb": round(peak_rss_mb(), 1),
+        "port_model": bool(sim.UsesPortModel()),
         "memory_estimate_mb": round(est),
     }
     return out

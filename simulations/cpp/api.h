@@ -122,11 +122,14 @@ class Simulation
     std::unique_ptr<SimulationImpl> m_impl;
 };
 
-/** A lone DLCP queue disc fed whole IPv4 packets (hex), for the shared P4 vectors. */
+struct ClassCounters;
+
+/** A lone DLCP queue fed whole IPv4 packets (hex), for the shared P4 vectors: ns-3's queue disc
+ *  (queue_disc.h), or with `port_model` the queue of DLCP's port model (port.h). */
 class QueueDiscHarness
 {
   public:
-    explicit QueueDiscHarness(uint32_t limit_packets);
+    explicit QueueDiscHarness(uint32_t limit_packets, bool port_model = false);
     ~QueueDiscHarness();
     void AddDlcpPort(uint16_t port);
     void AddClassRule(int32_t rule_priority, const std::vector<uint32_t>& value_mask, uint8_t action, uint32_t queue);
@@ -146,6 +149,7 @@ class QueueDiscHarness
     uint32_t Depth(uint32_t cls) const;
 
   private:
+    const ClassCounters& Counters() const;
     struct Impl;
     std::unique_ptr<Impl> m_impl;
 };

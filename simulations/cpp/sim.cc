@@ -987,7 +987,8 @@ Simulation::Now() const
 struct QueueDiscHarness::Impl
 {
     DlcpSwitchConfig config;
-    Ptr<DlcpQueueDisc> qd;
+    Ptr<DlcpQueueDisc> qd;         // ns-3's queue disc, or
+    std::unique_ptr<PortQueue> pq; // DLCP's port model's queue (port.h)
 };
 
 static std::vector<uint8_t>
@@ -1014,9 +1015,14 @@ ToHex(const std::vector<uint8_t>& b)
     return s;
 }
 
-QueueDiscHarness::QueueDiscHarness(uint32_t limit_packets)
+QueueDiscHarness::QueueDiscHarness(uint32_t limit_packets, bool port_model)
     : m_impl(std::make_unique<Impl>())
 {
+    if (port_model)
+    {
+        m_impl->pq = std::make_unique<PortQueue>(&m_impl->config, limit_packets);
+        return;
+    }
     m_impl->qd = CreateObjectWithAttributes<DlcpQueueDisc>(
         "MaxSize", QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, limit_packets)));
     m_impl->qd->SetConfig(&m_impl->config);
@@ -1025,7 +1031,10 @@ QueueDiscHarness::QueueDiscHarness(uint32_t limit_packets)
 
 QueueDiscHarness::~QueueDiscHarness()
 {
-    m_impl->qd->Dispose();
+    if (m_impl->qd)
+    {
+        m_impl->qd->Dispose();
+    }
 }
 
 void
@@ -1060,6 +1069,11 @@ QueueDiscHarness::Enqueue(const std::string& ipv4_hex)
     Ptr<Packet> p = Create<Packet>(bytes.data(), static_cast<uint32_t>(bytes.size()));
     Ipv4Header ip;
     p->RemoveHeader(ip);
+    if (m_impl->pq)
+    {
+        bool ok = m_impl->pq->Enqueue(Frame::From(ip, p));
+        return ok ? m_impl->pq->LastQueue() : -1;
+    }
     auto item = Create<Ipv4QueueDiscItem>(p, Address(), Ipv4L3Protocol::PROT_NUMBER, ip);
     bool ok = m_impl->qd->Enqueue(item);
     return ok ? m_impl->qd->LastQueue() : -1;
@@ -1068,14 +1082,28 @@ QueueDiscHarness::Enqueue(const std::string& ipv4_hex)
 std::string
 QueueDiscHarness::Dequeue()
 {
-    Ptr<QueueDiscItem> item = m_impl->qd->Dequeue();
-    if (!item)
+    Ptr<Packet> p;
+    if (m_impl->pq)
     {
-        return "";
+        Frame f;
+        if (!m_impl->pq->Dequeue(f))
+        {
+            return "";
+        }
+        p = f.l4->Copy();
+        p->AddHeader(f.ip);
     }
-    Ptr<Ipv4QueueDiscItem> ipItem = DynamicCast<Ipv4QueueDiscItem>(item);
-    Ptr<Packet> p = item->GetPacket()->Copy();
-    p->AddHeader(ipItem->GetHeader());
+    else
+    {
+        Ptr<QueueDiscItem> item = m_impl->qd->Dequeue();
+        if (!item)
+        {
+            return "";
+        }
+        Ptr<Ipv4QueueDiscItem> ipItem = DynamicCast<Ipv4QueueDiscItem>(item);
+        p = item->GetPacket()->Copy();
+        p->AddHeader(ipItem->GetHeader());
+    }
     std::vector<uint8_t> out(p->GetSize());
     p->CopyData(out.data(), out.size());
     return ToHex(out);
@@ -1084,43 +1112,49 @@ QueueDiscHarness::Dequeue()
 int32_t
 QueueDiscHarness::LastDequeuedQueue() const
 {
-    return m_impl->qd->LastDequeuedQueue();
+    return m_impl->pq ? m_impl->pq->LastDequeuedQueue() : m_impl->qd->LastDequeuedQueue();
+}
+
+const ClassCounters&
+QueueDiscHarness::Counters() const
+{
+    return m_impl->pq ? m_impl->pq->Counters() : m_impl->qd->Counters();
 }
 
 uint64_t
 QueueDiscHarness::Forwarded(uint32_t cls) const
 {
-    return m_impl->qd->Counters().forwarded.at(cls);
+    return Counters().forwarded.at(cls);
 }
 
 uint64_t
 QueueDiscHarness::Dropped(uint32_t cls) const
 {
-    return m_impl->qd->Counters().dropped.at(cls);
+    return Counters().dropped.at(cls);
 }
 
 uint64_t
 QueueDiscHarness::Trimmed(uint32_t cls) const
 {
-    return m_impl->qd->Counters().trimmed.at(cls);
+    return Counters().trimmed.at(cls);
 }
 
 uint64_t
 QueueDiscHarness::Overflow(uint32_t cls) const
 {
-    return m_impl->qd->Counters().overflow.at(cls);
+    return Counters().overflow.at(cls);
 }
 
 uint64_t
 QueueDiscHarness::PushedOut(uint32_t cls) const
 {
-    return m_impl->qd->Counters().pushed_out.at(cls);
+    return Counters().pushed_out.at(cls);
 }
 
 uint32_t
 QueueDiscHarness::Depth(uint32_t cls) const
 {
-    return m_impl->qd->GetInternalQueue(cls)->GetNPackets();
+    return m_impl->pq ? m_impl->pq->Depth(cls) : m_impl->qd->GetInternalQueue(cls)->GetNPackets();
 }
 
 } // namespace dlcpsim
