@@ -183,6 +183,7 @@ DlcpPort::Configure(const DlcpSwitchConfig* config, uint32_t limit_packets, Data
 {
     m_queue = std::make_unique<PortQueue>(config, limit_packets);
     m_rate = rate;
+    m_txTimes = {};
     m_address = Mac48Address::Allocate();
 }
 
@@ -236,9 +237,21 @@ DlcpPort::StartTransmit()
     m_slotFull = false;
     m_busy = true;
     Simulator::ScheduleNow(&DlcpPort::Wake, this);
-    Time tx = m_rate.CalculateBytesTxTime(f.Size() + PPP_HEADER_BYTES);
+    Time tx = TxTime(f.Size() + PPP_HEADER_BYTES);
     Simulator::Schedule(tx, &DlcpPort::TransmitComplete, this);
     Simulator::ScheduleWithContext(m_peerContext, tx + m_link->Delay(), new ArrivalEvent(m_peer, std::move(f)));
+}
+
+Time
+DlcpPort::TxTime(uint32_t bytes)
+{
+    TxTimeEntry& e = m_txTimes[bytes % m_txTimes.size()];
+    if (e.bytes != bytes)
+    {
+        e.bytes = bytes;
+        e.time = m_rate.CalculateBytesTxTime(bytes);
+    }
+    return e.time;
 }
 
 void
