@@ -48,6 +48,16 @@ SCENARIOS = {
     ),
     # A harsh incast into small buffers: overflow and push-out, probes and retransmissions.
     "harsh_incast": table(switch={"buffer_packets": 64, "drop_thresholds": [8]}, workload=[INCAST]),
+    # A star with one slow switch-to-host port (each end of a link its own rate), and a fat-tree.
+    "star_bottleneck": table(
+        topology={"kind": "star", "hosts": 6, "bottleneck_host": 0, "bottleneck_gbps": 10.0, "mtu": 9000},
+        switch={"buffer_packets": 64},
+        workload=[{"type": "incast", "senders": 4, "receiver": 0, "bytes": 200_000, "rounds": 2, "gap_us": 200}],
+    ),
+    "fat_tree": table(
+        topology={"kind": "fat_tree", "k": 4, "mtu": 9000},
+        workload=[{"type": "permutation", "bytes": 200_000, "rounds": 2, "gap_us": 50}],
+    ),
     # TCP background (DCTCP, ECN-marked by DLCP's queues) beside DLCP: the hosts' IP stack over DLCP ports.
     "tcp_background": table(
         workload=[INCAST, {"type": "background", "load": 0.3, "duration_us": 2000, "max_flow_bytes": 500_000}],
@@ -85,6 +95,8 @@ def test_the_differential_scenarios_exercise_what_they_claim() -> None:
     assert sum(trim["per_class"]["trimmed"]) > 0 and trim["dlcp_trimmed_received"] > 0
     harsh = runner.run(SCENARIOS["harsh_incast"])["counters"]
     assert sum(harsh["per_class"]["pushed_out"]) + sum(harsh["per_class"]["overflow"]) > 0
+    star = runner.run(SCENARIOS["star_bottleneck"])
+    assert star["flows"]["gradient"]["completed"] == 8 and star["counters"]["qdisc_dropped"] > 0
     tcp = runner.run(SCENARIOS["tcp_background"])
     assert sum(tcp["counters"]["per_class"]["marked"]) > 0, "ECN marks on the TCP background"
     assert tcp["flows"]["background"]["completed"] > 0
