@@ -33,7 +33,8 @@ from dlcp.simulations.scenario import Scenario, ScenarioError
 log = logging.getLogger(__name__)
 
 WIRE_OVERHEAD = 20 + 2
-"""Bytes below UDP per packet: IPv4 header and ns-3's point-to-point (PPP) header (DLCP's ports, port.h, count the same 2)."""
+"""Bytes below UDP per packet: IPv4 header and ns-3's point-to-point (PPP) header (DLCP's ports,
+port.h, count the same 2 bytes)."""
 PFABRIC_THRESHOLDS = (16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
 """pfabric: remaining-size cuts (bytes) between its classes, shortest remaining in the top data class."""
 PFABRIC_RTO_RTTS = 3.0
