@@ -33,7 +33,8 @@ from dlcp.simulations.scenario import Scenario, ScenarioError
 log = logging.getLogger(__name__)
 
 WIRE_OVERHEAD = 20 + 2
-"""Bytes below UDP per packet: IPv4 header and ns-3's point-to-point (PPP) header."""
+"""Bytes below UDP per packet: IPv4 header and ns-3's point-to-point (PPP) header (DLCP's ports,
+port.h, count the same 2 bytes)."""
 PFABRIC_THRESHOLDS = (16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
 """pfabric: remaining-size cuts (bytes) between its classes, shortest remaining in the top data class."""
 PFABRIC_RTO_RTTS = 3.0
@@ -188,6 +189,7 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
     sim.SetBufferPolicy(s.switch.buffer_policy)
     sim.SetSpraying(feat.spraying)
     sim.SetRouting(s.routing)
+    sim.SetPorts(s.ports)
     tp = ns.TransportParams()
     tp.payload_bytes = s.dlcp.transport.payload_bytes
     tp.job_id = s.dlcp.job.id
@@ -257,6 +259,7 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
         "cpu_s": round(cpu_s, 3),
         "packets_per_cpu_s": round(sw["host_rx_packets"] / cpu_s) if cpu_s > 0 else 0,
         "peak_rss_mb": round(peak_rss_mb(), 1),
+        "port_model": bool(sim.UsesPortModel()),
         "memory_estimate_mb": round(est),
     }
     return out

@@ -6,6 +6,7 @@ A scenario describes one simulation::
     seed = 1
     baseline = "dlcp"          # dlcp | dctcp | tcp | pfabric | tensor_priority | dlcp_no_{priority,drop,spray,bound}
     routing = "dlcp"           # dlcp | global (ns-3's global routing)
+    ports = "dlcp"             # dlcp (DLCP's port model where it applies) | ns3 (ns-3's devices and queue discs)
     stop_s = 0.05              # simulated-time limit
     retransmissions = "paced"  # paced | burst (the host stack's)
     rate_control = "per_round" # per_round | host (AIMD on the first pass only, host/pacing.py)
@@ -226,6 +227,11 @@ class Scenario:
     max_probe_timeout_us: float = 20000.0
     routing: Literal["dlcp", "global"] = "dlcp"
     """dlcp: O(1) next hops with per-packet spraying; global: ns-3's own global routing (random ECMP)."""
+    ports: Literal["dlcp", "ns3"] = "dlcp"
+    """dlcp: DLCP's port model (simulations/cpp/port.h: lean devices and links with DLCP's queues, DLCP
+    transport straight to the host's port) where routing is ``dlcp`` and switch queues are DLCP's (every
+    baseline but dctcp and tcp); ns3: ns-3's point-to-point devices, channels and queue discs. Same
+    results (tests/test_sim_ports.py); the port model is faster."""
     topology: TopologySpec = field(default_factory=TopologySpec)
     switch: SwitchSpec = field(default_factory=SwitchSpec)
     tcp: TcpSpec = field(default_factory=TcpSpec)

@@ -63,10 +63,14 @@ def _ident(ipv4_hex: str) -> int:
     return Header.unpack(bytes.fromhex(ipv4_hex), IP_UDP).seq
 
 
-def _harness(capacity: int):  # type: ignore[no-untyped-def]
+def _harness(capacity: int, port_model: bool = False):  # type: ignore[no-untyped-def]
     from dlcp.simulations import engine
 
-    return engine.load().QueueDiscHarness(capacity)
+    return engine.load().QueueDiscHarness(capacity, port_model)
+
+
+QUEUES = pytest.mark.parametrize("port_model", [False, True], ids=["queue_disc", "port_model"])
+"""Both DLCP queues: ns-3's queue disc (queue_disc.h) and DLCP's port model's (port.h)."""
 
 
 def _replay(h: Any, case: dict[str, Any]) -> None:
@@ -88,17 +92,19 @@ def _replay(h: Any, case: dict[str, Any]) -> None:
 
 
 @needs_ns3
+@QUEUES
 @pytest.mark.parametrize("case", _doc()["cases"], ids=[c["name"] for c in _doc()["cases"]])
-def test_queue_disc_follows_push_out_vectors(case: dict[str, Any]) -> None:
-    _replay(_harness(case["buffer_packets"]), case)
+def test_queue_disc_follows_push_out_vectors(case: dict[str, Any], port_model: bool) -> None:
+    _replay(_harness(case["buffer_packets"], port_model), case)
 
 
 @needs_ns3
-def test_tail_drop_option_differs() -> None:
+@QUEUES
+def test_tail_drop_option_differs(port_model: bool) -> None:
     # The comparison policy: the same first case under tail drop keeps the class-2 packets
     # and drops the class-5 ones, so the vectors above do tell the two policies apart.
     case = _doc()["cases"][0]
-    h = _harness(case["buffer_packets"])
+    h = _harness(case["buffer_packets"], port_model)
     h.SetBufferPolicy("tail_drop")
     verdicts = [h.Enqueue(_packet(s["class"], s["id"])) >= 0 for s in case["steps"]]
     assert verdicts == [True] * 8 + [False] * 5
@@ -107,6 +113,7 @@ def test_tail_drop_option_differs() -> None:
 
 
 @needs_ns3
+@QUEUES
 @settings(max_examples=40, deadline=None)
 @given(
     capacity=st.integers(1, 6),
@@ -115,9 +122,11 @@ def test_tail_drop_option_differs() -> None:
         max_size=40,
     ),
 )
-def test_queue_disc_matches_the_model_on_any_sequence(capacity: int, steps: list[tuple[str, int]]) -> None:
+def test_queue_disc_matches_the_model_on_any_sequence(
+    port_model: bool, capacity: int, steps: list[tuple[str, int]]
+) -> None:
     case = {"name": "random", **buffer.run_case(capacity, steps)}
-    h = _harness(capacity)
+    h = _harness(capacity, port_model)
     # A dequeue from an empty model is a no-op step: the queue disc returns nothing either.
     for s in case["steps"]:
         if s["op"] == "dequeue" and s["id"] == -1:

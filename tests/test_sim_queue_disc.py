@@ -24,11 +24,11 @@ KEYS = ("job_id", "packet_type", "priority", "drop_class", "kind")
 ETH = 14
 
 
-def _harness(case: vectors.Case):  # type: ignore[no-untyped-def]
+def _harness(case: vectors.Case, port_model: bool):  # type: ignore[no-untyped-def]
     from dlcp.simulations import engine
 
     ns = engine.load()
-    h = ns.QueueDiscHarness(1000)
+    h = ns.QueueDiscHarness(1000, port_model)
     for e in case.entries:
         table = e.table.rsplit(".", 1)[-1]
         assert e.action is not None or table == "next_hops"
@@ -58,9 +58,11 @@ def _view(frame_ip: bytes) -> tuple[bytes, bytes, int]:
 
 
 @needs_ns3
+@pytest.mark.parametrize("port_model", [False, True], ids=["queue_disc", "port_model"])
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_queue_disc_matches_switch_vectors(case: vectors.Case) -> None:
-    h = _harness(case)
+def test_queue_disc_matches_switch_vectors(case: vectors.Case, port_model: bool) -> None:
+    # Both DLCP queues: ns-3's queue disc (queue_disc.h) and the port model's (port.h).
+    h = _harness(case, port_model)
     stalled = bool(case.stalled_queues)
     expected_late: list[tuple[bytes, bytes, int]] = []
     for p in case.packets:

@@ -81,6 +81,11 @@ class Simulation
     void SetHostQueueLimit(uint32_t limit_packets);
     /** "dlcp" (O(1) next hops, spraying) or "global" (ns-3's global routing, random ECMP). */
     void SetRouting(const std::string& kind);
+    /** "dlcp": DLCP's port model (port.h) wherever routing is "dlcp" and switch queues are "dlcp";
+     *  "ns3": ns-3's point-to-point devices, channels and queue discs everywhere. */
+    void SetPorts(const std::string& kind);
+    /** After Build: whether this run uses DLCP's port model. */
+    bool UsesPortModel() const;
     void SetTransport(const TransportParams& params);
     /** TCP for TCP messages: "newreno" or "dctcp"; minimum RTO; segment size; socket buffers. */
     void SetTcp(const std::string& variant, double min_rto_s, uint32_t segment_bytes, uint32_t buffer_bytes);
@@ -117,11 +122,14 @@ class Simulation
     std::unique_ptr<SimulationImpl> m_impl;
 };
 
-/** A lone DLCP queue disc fed whole IPv4 packets (hex), for the shared P4 vectors. */
+struct ClassCounters;
+
+/** A lone DLCP queue fed whole IPv4 packets (hex), for the shared P4 vectors: ns-3's queue disc
+ *  (queue_disc.h), or with `port_model` the queue of DLCP's port model (port.h). */
 class QueueDiscHarness
 {
   public:
-    explicit QueueDiscHarness(uint32_t limit_packets);
+    explicit QueueDiscHarness(uint32_t limit_packets, bool port_model = false);
     ~QueueDiscHarness();
     void AddDlcpPort(uint16_t port);
     void AddClassRule(int32_t rule_priority, const std::vector<uint32_t>& value_mask, uint8_t action, uint32_t queue);
@@ -141,6 +149,7 @@ class QueueDiscHarness
     uint32_t Depth(uint32_t cls) const;
 
   private:
+    const ClassCounters& Counters() const;
     struct Impl;
     std::unique_ptr<Impl> m_impl;
 };

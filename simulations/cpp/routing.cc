@@ -37,12 +37,22 @@ Mix(uint64_t x)
 uint64_t
 PathHash(const Ipv4Header& header, const Packet* p, const AddressBook* book)
 {
-    uint64_t key = (static_cast<uint64_t>(header.GetSource().Get()) << 32) | header.GetDestination().Get();
-    uint64_t entropy = header.GetProtocol();
+    uint8_t l4[dlcp::MIN_DLCP_UDP_LENGTH];
+    uint32_t n = 0;
     if (p && (header.GetProtocol() == IPPROTO_UDP || header.GetProtocol() == IPPROTO_TCP))
     {
-        uint8_t l4[dlcp::MIN_DLCP_UDP_LENGTH];
-        uint32_t n = p->CopyData(l4, sizeof(l4));
+        n = p->CopyData(l4, sizeof(l4));
+    }
+    return PathHash(header, l4, n, book);
+}
+
+uint64_t
+PathHash(const Ipv4Header& header, const uint8_t* l4, uint32_t n, const AddressBook* book)
+{
+    uint64_t key = (static_cast<uint64_t>(header.GetSource().Get()) << 32) | header.GetDestination().Get();
+    uint64_t entropy = header.GetProtocol();
+    if (l4 && (header.GetProtocol() == IPPROTO_UDP || header.GetProtocol() == IPPROTO_TCP))
+    {
         if (n >= 4)
         {
             entropy = (entropy << 32) | GetField(l4, 0, 4); // source and destination ports
@@ -126,9 +136,40 @@ DlcpSwitch::Receive(Ptr<NetDevice>, Ptr<const Packet> p, uint16_t, const Address
 }
 
 void
+DlcpSwitch::AttachPorts(Ptr<Node> node, const AddressBook* book)
+{
+    m_book = book;
+    m_dlcpPorts.clear();
+    for (uint32_t i = 0; i < node->GetNDevices(); ++i)
+    {
+        Ptr<DlcpPort> port = DynamicCast<DlcpPort>(node->GetDevice(i));
+        NS_ABORT_MSG_IF(!port, "DlcpSwitch::AttachPorts: device " << i << " is not a DlcpPort");
+        port->SetSink(this);
+        m_dlcpPorts.push_back(PeekPointer(port));
+    }
+}
+
+void
+DlcpSwitch::ReceiveFrame(DlcpPort*, Frame&& frame)
+{
+    m_lookups++;
+    Ipv4Header& ip = frame.ip;
+    int32_t port =
+        m_table.Pick(m_table.GroupFor(m_book, ip.GetDestination()), ip, frame.head, frame.head_len, m_book);
+    if (port < 0 || static_cast<size_t>(port) >= m_dlcpPorts.size() || ip.GetTtl() <= 1)
+    {
+        m_dropped++;
+        return;
+    }
+    ip.SetTtl(ip.GetTtl() - 1);
+    m_dlcpPorts[port]->Enqueue(std::move(frame));
+}
+
+void
 DlcpSwitch::DoDispose()
 {
     m_ports.clear();
+    m_dlcpPorts.clear();
     m_tc = nullptr;
     Object::DoDispose();
 }

@@ -17,6 +17,8 @@
 // 256 hosts (docs/results.md, "Where the instructions go").
 #pragma once
 
+#include "port.h"
+
 #include "ns3/ipv4-route.h"
 #include "ns3/ipv4-routing-protocol.h"
 #include "ns3/ipv4.h"
@@ -43,6 +45,8 @@ struct AddressBook
 /** The path hash of a packet (IPv4 header, then L4 onwards in `p`): 5-tuple, plus DLCP's
  *  sequence number for DLCP data when spraying. Every node picks among equal-cost ports by it. */
 uint64_t PathHash(const ns3::Ipv4Header& header, const ns3::Packet* p, const AddressBook* book);
+/** The same hash from the first `n` bytes of L4 (a Frame's cached head: port.h). */
+uint64_t PathHash(const ns3::Ipv4Header& header, const uint8_t* l4, uint32_t n, const AddressBook* book);
 
 /** Next-hop groups by destination host: the table both DlcpRouting and DlcpSwitch look up. */
 class NextHops
@@ -85,20 +89,40 @@ class NextHops
         return static_cast<int32_t>(g[PathHash(header, p, book) % g.size()]);
     }
 
+    /** As above, hashing the first `n` bytes of L4. */
+    int32_t Pick(int32_t gid, const ns3::Ipv4Header& header, const uint8_t* l4, uint32_t n, const AddressBook* book) const
+    {
+        if (gid < 0 || static_cast<size_t>(gid) >= m_groups.size() || m_groups[gid].empty())
+        {
+            return -1;
+        }
+        const std::vector<uint32_t>& g = m_groups[gid];
+        if (g.size() == 1)
+        {
+            return static_cast<int32_t>(g[0]);
+        }
+        return static_cast<int32_t>(g[PathHash(header, l4, n, book) % g.size()]);
+    }
+
   private:
     std::vector<std::vector<uint32_t>> m_groups;
     std::vector<int32_t> m_hostGroup;
     int32_t m_default = -1;
 };
 
-/** A switch without an IP stack: IPv4 header in, O(1) next hop, the output port's queue disc. */
-class DlcpSwitch : public ns3::Object
+/** A switch without an IP stack: IPv4 header in, O(1) next hop, the output port's queue disc
+ *  (ns-3 devices), or the output DlcpPort's queue (DLCP's port model, port.h). */
+class DlcpSwitch : public ns3::Object, public FrameSink
 {
   public:
     static ns3::TypeId GetTypeId();
 
     /** Take over every device of `node` (call after its devices and TrafficControlLayer exist). */
     void Attach(ns3::Ptr<ns3::Node> node, const AddressBook* book);
+    /** Take over `node`'s DlcpPorts (port i: device i), receiving their frames. */
+    void AttachPorts(ns3::Ptr<ns3::Node> node, const AddressBook* book);
+    /** A frame from one of the ports: next hop, TTL, the output port's queue. */
+    void ReceiveFrame(DlcpPort* in, Frame&& frame) override;
 
     NextHops& Table()
     {
@@ -128,6 +152,7 @@ class DlcpSwitch : public ns3::Object
     const AddressBook* m_book = nullptr;
     NextHops m_table;
     std::vector<ns3::Ptr<ns3::NetDevice>> m_ports; // by device index on the node
+    std::vector<DlcpPort*> m_dlcpPorts;            // the same, with DLCP's port model
     ns3::Ptr<ns3::Object> m_tc;                     // the node's TrafficControlLayer
     uint64_t m_lookups = 0;
     uint64_t m_dropped = 0;
@@ -155,6 +180,13 @@ class DlcpRouting : public ns3::Ipv4RoutingProtocol
     uint64_t Lookups() const
     {
         return m_lookups;
+    }
+
+    /** The output interface for a packet a host sends past its IP stack (counted as a lookup). */
+    int32_t PickInterface(const ns3::Ipv4Header& header, const uint8_t* l4, uint32_t n)
+    {
+        m_lookups++;
+        return m_table.Pick(m_table.GroupFor(m_book, header.GetDestination()), header, l4, n, m_book);
     }
 
     ns3::Ptr<ns3::Ipv4Route> RouteOutput(ns3::Ptr<ns3::Packet> p,

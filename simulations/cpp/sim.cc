@@ -2,6 +2,7 @@
 // sums the statistics. Per-packet work happens only in the components.
 #include "api.h"
 #include "jobs.h"
+#include "port.h"
 #include "queue_disc.h"
 #include "routing.h"
 #include "transport.h"
@@ -107,6 +108,38 @@ class DlcpRoutingHelper : public Ipv4RoutingHelper
     }
 };
 
+/** A host's side of DLCP's port model: DLCP datagrams straight to its transport, the rest to its IP stack. */
+class HostPortSink : public FrameSink
+{
+  public:
+    HostPortSink(uint32_t address, DlcpHost* host, uint64_t* rx)
+        : m_address(address),
+          m_host(host),
+          m_rx(rx)
+    {
+    }
+
+    void ReceiveFrame(DlcpPort* in, Frame&& f) override
+    {
+        constexpr uint8_t IPPROTO_UDP = 17;
+        if (f.ip.GetDestination().Get() == m_address && f.ip.GetProtocol() == IPPROTO_UDP &&
+            f.ip.GetFragmentOffset() == 0 && f.head_len >= dlcp::UDP_HEADER_SIZE &&
+            GetField(f.head, 2, 2) == dlcp::UDP_PORT)
+        {
+            ++*m_rx; // what the IPv4 stack's LocalDeliver trace counts on the other path
+            m_host->Deliver(f.head + dlcp::UDP_HEADER_SIZE, f.head_len - dlcp::UDP_HEADER_SIZE, f.l4,
+                            dlcp::UDP_HEADER_SIZE);
+            return;
+        }
+        in->DeliverUp(std::move(f));
+    }
+
+  private:
+    uint32_t m_address;
+    DlcpHost* m_host;
+    uint64_t* m_rx;
+};
+
 /** First random-number stream of the RED queue discs (one each, by port; below: ns-3's automatic ones). */
 constexpr int64_t RED_STREAM_BASE = 1 << 20;
 
@@ -131,6 +164,8 @@ class SimulationImpl : public MessageService
     uint32_t ecn_threshold = 0;
     uint32_t host_limit = 100000;
     std::string routing = "dlcp";
+    std::string ports = "dlcp"; // DLCP's port model (port.h) where it applies, or "ns3" devices and queue discs
+    bool port_model = false;    // decided in Build()
     TransportParams transport;
     std::string tcp_variant = "dctcp";
     double tcp_min_rto = 1e-3;
@@ -162,6 +197,8 @@ class SimulationImpl : public MessageService
         throw std::logic_error(std::string(what) + " needs dlcp routing, Build() and an existing node");
     }
     std::vector<Ptr<QueueDisc>> switch_qdiscs, host_qdiscs;
+    std::vector<Ptr<DlcpPort>> switch_ports, host_ports; // with the port model
+    std::vector<std::unique_ptr<HostPortSink>> host_sinks;
     std::vector<Ptr<DlcpHost>> hosts;
     std::vector<FlowRecord> records;
     HostCounters host_counters;
@@ -178,6 +215,8 @@ class SimulationImpl : public MessageService
     }
 
     void Build();
+    /** The port model: host `h`'s DLCP transport sends to, and receives from, its ports directly. */
+    void ConnectHostPorts(uint32_t h, Ptr<Node> node, Ptr<Ipv4L3Protocol> ip);
     uint32_t Send(uint32_t src, uint32_t dst, uint64_t bytes, const MessageMeta& meta, uint32_t tag,
                   std::function<void()> on_delivered) override;
     uint32_t NewRecord(uint32_t src, uint32_t dst, uint64_t bytes, uint8_t transport, uint32_t tag);
@@ -321,18 +360,44 @@ SimulationImpl::Build()
     addr.SetBase("10.0.0.0", "255.255.255.252");
     uint32_t next_subnet = Ipv4Address("10.0.0.0").Get();
     std::vector<std::pair<Ptr<NetDevice>, bool>> devices; // device, on a switch
+    // DLCP's port model replaces ns-3's devices, channels and queue discs where the run is all
+    // DLCP's: DLCP routing and DLCP queues (the DCTCP and TCP baselines keep ns-3's RED and FIFO).
+    port_model = lean && switch_queue == "dlcp" && ports == "dlcp";
     for (const LinkDesc& l : links)
     {
-        PointToPointHelper p2p;
-        p2p.SetDeviceAttribute("DataRate", DataRateValue(DataRate(static_cast<uint64_t>(l.rate_bps))));
-        p2p.SetDeviceAttribute("Mtu", UintegerValue(mtu));
-        p2p.SetChannelAttribute("Delay", TimeValue(Seconds(l.delay_s)));
-        // A one-packet device queue: the queue disc above it holds the backlog (and decides).
-        p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", QueueSizeValue(QueueSize("1p")));
-        NetDeviceContainer d = p2p.Install(nodes.Get(l.a), nodes.Get(l.b));
-        if (l.rate_ba_bps > 0)
+        NetDeviceContainer d;
+        if (port_model)
         {
-            d.Get(1)->SetAttribute("DataRate", DataRateValue(DataRate(static_cast<uint64_t>(l.rate_ba_bps))));
+            Ptr<DlcpLink> link = CreateObject<DlcpLink>();
+            std::array<Ptr<DlcpPort>, 2> ends;
+            for (uint32_t e = 0; e < 2; ++e)
+            {
+                uint32_t node = e == 0 ? l.a : l.b;
+                double bps = e == 1 && l.rate_ba_bps > 0 ? l.rate_ba_bps : l.rate_bps;
+                ends[e] = CreateObject<DlcpPort>();
+                ends[e]->Configure(is_host[node] ? &host_config : &switch_config,
+                                   is_host[node] ? host_limit : switch_limit,
+                                   DataRate(static_cast<uint64_t>(bps)));
+                ends[e]->SetMtu(static_cast<uint16_t>(mtu));
+                nodes.Get(node)->AddDevice(ends[e]);
+                (is_host[node] ? host_ports : switch_ports).push_back(ends[e]);
+                d.Add(ends[e]);
+            }
+            link->Attach(ends[0], ends[1], Seconds(l.delay_s));
+        }
+        else
+        {
+            PointToPointHelper p2p;
+            p2p.SetDeviceAttribute("DataRate", DataRateValue(DataRate(static_cast<uint64_t>(l.rate_bps))));
+            p2p.SetDeviceAttribute("Mtu", UintegerValue(mtu));
+            p2p.SetChannelAttribute("Delay", TimeValue(Seconds(l.delay_s)));
+            // A one-packet device queue: the queue disc above it holds the backlog (and decides).
+            p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", QueueSizeValue(QueueSize("1p")));
+            d = p2p.Install(nodes.Get(l.a), nodes.Get(l.b));
+            if (l.rate_ba_bps > 0)
+            {
+                d.Get(1)->SetAttribute("DataRate", DataRateValue(DataRate(static_cast<uint64_t>(l.rate_ba_bps))));
+            }
         }
         if (lean)
         {
@@ -375,8 +440,11 @@ SimulationImpl::Build()
                 host_address[host_of_node[l.b]] = ifs.GetAddress(1);
             }
         }
-        devices.emplace_back(d.Get(0), !is_host[l.a]);
-        devices.emplace_back(d.Get(1), !is_host[l.b]);
+        if (!port_model)
+        {
+            devices.emplace_back(d.Get(0), !is_host[l.a]);
+            devices.emplace_back(d.Get(1), !is_host[l.b]);
+        }
     }
     for (uint32_t h = 0; h < host_address.size(); ++h)
     {
@@ -450,7 +518,14 @@ SimulationImpl::Build()
             {
                 Ptr<DlcpSwitch> sw = CreateObject<DlcpSwitch>();
                 nodes.Get(i)->AggregateObject(sw);
-                sw->Attach(nodes.Get(i), &book);
+                if (port_model)
+                {
+                    sw->AttachPorts(nodes.Get(i), &book);
+                }
+                else
+                {
+                    sw->Attach(nodes.Get(i), &book);
+                }
                 dlcp_switch[i] = sw;
             }
         }
@@ -475,8 +550,50 @@ SimulationImpl::Build()
         ip->TraceConnectWithoutContext(
             "LocalDeliver",
             MakeBoundCallback(+[](uint64_t* c, const Ipv4Header&, Ptr<const Packet>, uint32_t) { ++*c; }, &host_rx));
+        if (port_model)
+        {
+            ConnectHostPorts(h, node, ip);
+        }
     }
     built = true;
+}
+
+void
+SimulationImpl::ConnectHostPorts(uint32_t h, Ptr<Node> node, Ptr<Ipv4L3Protocol> ip)
+{
+    std::vector<DlcpPort*> by_iface(ip->GetNInterfaces(), nullptr);
+    for (uint32_t i = 0; i < ip->GetNInterfaces(); ++i)
+    {
+        if (Ptr<DlcpPort> port = DynamicCast<DlcpPort>(ip->GetNetDevice(i)))
+        {
+            by_iface[i] = PeekPointer(port);
+            host_sinks.push_back(std::make_unique<HostPortSink>(host_address[h].Get(), PeekPointer(hosts[h]), &host_rx));
+            port->SetSink(host_sinks.back().get());
+        }
+    }
+    DlcpRouting* routing = PeekPointer(dlcp_routing[node->GetId()]);
+    Ipv4Address src = host_address[h];
+    // What UdpSocketImpl, UdpL4Protocol and Ipv4L3Protocol put around a datagram from DLCP's port
+    // (checksums off, ns-3's default; TTL 64; no fragmentation: the scenario's MTU carries a packet).
+    hosts[h]->SetOutput([this, routing, src, by_iface = std::move(by_iface)](Ptr<Packet> p, uint32_t dst) {
+        UdpHeader udp;
+        udp.SetSourcePort(dlcp::UDP_PORT);
+        udp.SetDestinationPort(dlcp::UDP_PORT);
+        p->AddHeader(udp);
+        Ipv4Header ip;
+        ip.SetSource(src);
+        ip.SetDestination(host_address[dst]);
+        ip.SetProtocol(UdpL4Protocol::PROT_NUMBER);
+        ip.SetPayloadSize(p->GetSize());
+        ip.SetTtl(64);
+        Frame f = Frame::From(ip, p);
+        int32_t iface = routing->PickInterface(f.ip, f.head, f.head_len);
+        if (iface < 0 || static_cast<size_t>(iface) >= by_iface.size() || by_iface[iface] == nullptr)
+        {
+            return; // no route: lost, as a UDP socket's SendTo without a route
+        }
+        by_iface[iface]->Enqueue(std::move(f));
+    });
 }
 
 // ---- Simulation -------------------------------------------------------------
@@ -580,6 +697,23 @@ Simulation::SetRouting(const std::string& kind)
         throw std::invalid_argument("routing must be dlcp or global, got " + kind);
     }
     m_impl->routing = kind;
+}
+
+void
+Simulation::SetPorts(const std::string& kind)
+{
+    m_impl->CheckNotBuilt("SetPorts");
+    if (kind != "dlcp" && kind != "ns3")
+    {
+        throw std::invalid_argument("ports must be dlcp or ns3, got " + kind);
+    }
+    m_impl->ports = kind;
+}
+
+bool
+Simulation::UsesPortModel() const
+{
+    return m_impl->port_model;
 }
 
 void
@@ -791,6 +925,32 @@ Simulation::Switches() const
             }
         }
     }
+    for (auto* list : {&m_impl->switch_ports, &m_impl->host_ports})
+    {
+        bool on_switch = list == &m_impl->switch_ports;
+        for (const Ptr<DlcpPort>& port : *list)
+        {
+            const PortStats& s = port->Queue().Stats();
+            t.qdisc_received += s.received;
+            t.qdisc_dropped += s.dropped;
+            t.qdisc_sent += s.sent;
+            if (!on_switch)
+            {
+                continue;
+            }
+            t.switch_forwarded += s.sent;
+            const ClassCounters& c = port->Queue().Counters();
+            for (size_t i = 0; i < k; ++i)
+            {
+                t.forwarded[i] += c.forwarded[i];
+                t.dropped[i] += c.dropped[i];
+                t.trimmed[i] += c.trimmed[i];
+                t.overflow[i] += c.overflow[i];
+                t.pushed_out[i] += c.pushed_out[i];
+                t.marked[i] += c.marked[i];
+            }
+        }
+    }
     t.host_rx_packets = m_impl->host_rx;
     for (const auto& r : m_impl->dlcp_routing)
     {
@@ -827,7 +987,8 @@ Simulation::Now() const
 struct QueueDiscHarness::Impl
 {
     DlcpSwitchConfig config;
-    Ptr<DlcpQueueDisc> qd;
+    Ptr<DlcpQueueDisc> qd;         // ns-3's queue disc, or
+    std::unique_ptr<PortQueue> pq; // DLCP's port model's queue (port.h)
 };
 
 static std::vector<uint8_t>
@@ -854,9 +1015,14 @@ ToHex(const std::vector<uint8_t>& b)
     return s;
 }
 
-QueueDiscHarness::QueueDiscHarness(uint32_t limit_packets)
+QueueDiscHarness::QueueDiscHarness(uint32_t limit_packets, bool port_model)
     : m_impl(std::make_unique<Impl>())
 {
+    if (port_model)
+    {
+        m_impl->pq = std::make_unique<PortQueue>(&m_impl->config, limit_packets);
+        return;
+    }
     m_impl->qd = CreateObjectWithAttributes<DlcpQueueDisc>(
         "MaxSize", QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, limit_packets)));
     m_impl->qd->SetConfig(&m_impl->config);
@@ -865,7 +1031,10 @@ QueueDiscHarness::QueueDiscHarness(uint32_t limit_packets)
 
 QueueDiscHarness::~QueueDiscHarness()
 {
-    m_impl->qd->Dispose();
+    if (m_impl->qd)
+    {
+        m_impl->qd->Dispose();
+    }
 }
 
 void
@@ -900,6 +1069,11 @@ QueueDiscHarness::Enqueue(const std::string& ipv4_hex)
     Ptr<Packet> p = Create<Packet>(bytes.data(), static_cast<uint32_t>(bytes.size()));
     Ipv4Header ip;
     p->RemoveHeader(ip);
+    if (m_impl->pq)
+    {
+        bool ok = m_impl->pq->Enqueue(Frame::From(ip, p));
+        return ok ? m_impl->pq->LastQueue() : -1;
+    }
     auto item = Create<Ipv4QueueDiscItem>(p, Address(), Ipv4L3Protocol::PROT_NUMBER, ip);
     bool ok = m_impl->qd->Enqueue(item);
     return ok ? m_impl->qd->LastQueue() : -1;
@@ -908,14 +1082,28 @@ QueueDiscHarness::Enqueue(const std::string& ipv4_hex)
 std::string
 QueueDiscHarness::Dequeue()
 {
-    Ptr<QueueDiscItem> item = m_impl->qd->Dequeue();
-    if (!item)
+    Ptr<Packet> p;
+    if (m_impl->pq)
     {
-        return "";
+        Frame f;
+        if (!m_impl->pq->Dequeue(f))
+        {
+            return "";
+        }
+        p = f.l4->Copy();
+        p->AddHeader(f.ip);
     }
-    Ptr<Ipv4QueueDiscItem> ipItem = DynamicCast<Ipv4QueueDiscItem>(item);
-    Ptr<Packet> p = item->GetPacket()->Copy();
-    p->AddHeader(ipItem->GetHeader());
+    else
+    {
+        Ptr<QueueDiscItem> item = m_impl->qd->Dequeue();
+        if (!item)
+        {
+            return "";
+        }
+        Ptr<Ipv4QueueDiscItem> ipItem = DynamicCast<Ipv4QueueDiscItem>(item);
+        p = item->GetPacket()->Copy();
+        p->AddHeader(ipItem->GetHeader());
+    }
     std::vector<uint8_t> out(p->GetSize());
     p->CopyData(out.data(), out.size());
     return ToHex(out);
@@ -924,43 +1112,49 @@ QueueDiscHarness::Dequeue()
 int32_t
 QueueDiscHarness::LastDequeuedQueue() const
 {
-    return m_impl->qd->LastDequeuedQueue();
+    return m_impl->pq ? m_impl->pq->LastDequeuedQueue() : m_impl->qd->LastDequeuedQueue();
+}
+
+const ClassCounters&
+QueueDiscHarness::Counters() const
+{
+    return m_impl->pq ? m_impl->pq->Counters() : m_impl->qd->Counters();
 }
 
 uint64_t
 QueueDiscHarness::Forwarded(uint32_t cls) const
 {
-    return m_impl->qd->Counters().forwarded.at(cls);
+    return Counters().forwarded.at(cls);
 }
 
 uint64_t
 QueueDiscHarness::Dropped(uint32_t cls) const
 {
-    return m_impl->qd->Counters().dropped.at(cls);
+    return Counters().dropped.at(cls);
 }
 
 uint64_t
 QueueDiscHarness::Trimmed(uint32_t cls) const
 {
-    return m_impl->qd->Counters().trimmed.at(cls);
+    return Counters().trimmed.at(cls);
 }
 
 uint64_t
 QueueDiscHarness::Overflow(uint32_t cls) const
 {
-    return m_impl->qd->Counters().overflow.at(cls);
+    return Counters().overflow.at(cls);
 }
 
 uint64_t
 QueueDiscHarness::PushedOut(uint32_t cls) const
 {
-    return m_impl->qd->Counters().pushed_out.at(cls);
+    return Counters().pushed_out.at(cls);
 }
 
 uint32_t
 QueueDiscHarness::Depth(uint32_t cls) const
 {
-    return m_impl->qd->GetInternalQueue(cls)->GetNPackets();
+    return m_impl->pq ? m_impl->pq->Depth(cls) : m_impl->qd->GetInternalQueue(cls)->GetNPackets();
 }
 
 } // namespace dlcpsim

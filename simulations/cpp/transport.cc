@@ -90,6 +90,10 @@ DlcpHost::Configure(uint32_t rank,
 void
 DlcpHost::StartApplication()
 {
+    if (m_output)
+    {
+        return; // packets go to and come from the host's port directly
+    }
     m_socket = Socket::CreateSocket(GetNode(), UdpSocketFactory::GetTypeId());
     m_socket->Bind(InetSocketAddress(Ipv4Address::GetAny(), dlcp::UDP_PORT));
     m_socket->SetRecvCallback(MakeCallback(&DlcpHost::OnReceive, this));
@@ -298,7 +302,7 @@ DlcpHost::SendData(TxMsg& m, uint32_t seq, bool retx, uint64_t remaining)
     Ptr<Packet> p = Create<Packet>(len);
     p->AddHeader(h);
     Charge(len + dlcp::HEADER_SIZE + dlcp::UDP_HEADER_SIZE + m_params.wire_overhead);
-    m_socket->SendTo(p, 0, InetSocketAddress((*m_addresses)[m.dst], dlcp::UDP_PORT));
+    Emit(p, m.dst);
     m_counters->data_sent++;
     if (retx)
     {
@@ -321,7 +325,7 @@ DlcpHost::SendControl(const uint8_t* tmpl, uint8_t type, uint32_t dst, uint32_t 
     h.Set(dlcp::OFF_OFFSET, dlcp::SIZE_OFFSET, offset);
     Ptr<Packet> p = len ? Create<Packet>(payload, len) : Create<Packet>();
     p->AddHeader(h);
-    m_socket->SendTo(p, 0, InetSocketAddress((*m_addresses)[dst], dlcp::UDP_PORT));
+    Emit(p, dst);
     m_counters->control_sent++;
 }
 
@@ -350,6 +354,17 @@ DlcpHost::OnTimer(uint64_t key)
 }
 
 void
+DlcpHost::Emit(Ptr<Packet> p, uint32_t dst)
+{
+    if (m_output)
+    {
+        m_output(p, dst);
+        return;
+    }
+    m_socket->SendTo(p, 0, InetSocketAddress((*m_addresses)[dst], dlcp::UDP_PORT));
+}
+
+void
 DlcpHost::OnReceive(Ptr<Socket> socket)
 {
     Ptr<Packet> p;
@@ -357,32 +372,38 @@ DlcpHost::OnReceive(Ptr<Socket> socket)
     while ((p = socket->RecvFrom(from)))
     {
         uint8_t h[dlcp::HEADER_SIZE];
-        if (p->CopyData(h, dlcp::HEADER_SIZE) < dlcp::HEADER_SIZE || VersionOf(h) != dlcp::VERSION)
-        {
-            m_counters->unknown++; // the core drops and counts it (TRUNCATED / BAD_VERSION)
-            continue;
-        }
-        switch (PacketTypeOf(h))
-        {
-        case dlcp::TYPE_DATA:
-            OnData(h, false);
-            break;
-        case dlcp::TYPE_TRIMMED:
-            OnData(h, true);
-            break;
-        case dlcp::TYPE_PROBE:
-            m_counters->control_received++;
-            OnProbe(h);
-            break;
-        case dlcp::TYPE_BITMAP:
-        case dlcp::TYPE_STOP:
-            m_counters->control_received++;
-            p->RemoveAtStart(dlcp::HEADER_SIZE);
-            OnReply(h, p);
-            break;
-        default:
-            m_counters->unknown++;
-        }
+        Deliver(h, p->CopyData(h, dlcp::HEADER_SIZE), p, 0);
+    }
+}
+
+void
+DlcpHost::Deliver(const uint8_t* h, uint32_t n, Ptr<Packet> p, uint32_t header_at)
+{
+    if (n < dlcp::HEADER_SIZE || VersionOf(h) != dlcp::VERSION)
+    {
+        m_counters->unknown++; // the core drops and counts it (TRUNCATED / BAD_VERSION)
+        return;
+    }
+    switch (PacketTypeOf(h))
+    {
+    case dlcp::TYPE_DATA:
+        OnData(h, false);
+        break;
+    case dlcp::TYPE_TRIMMED:
+        OnData(h, true);
+        break;
+    case dlcp::TYPE_PROBE:
+        m_counters->control_received++;
+        OnProbe(h);
+        break;
+    case dlcp::TYPE_BITMAP:
+    case dlcp::TYPE_STOP:
+        m_counters->control_received++;
+        p->RemoveAtStart(header_at + dlcp::HEADER_SIZE);
+        OnReply(h, p);
+        break;
+    default:
+        m_counters->unknown++;
     }
 }
 

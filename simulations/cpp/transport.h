@@ -72,6 +72,19 @@ class DlcpHost : public ns3::Application
         return m_rate;
     }
 
+    /** How a packet leaves this host: (UDP payload from the DLCP header on, destination host).
+     *  Unset: through a UDP socket and ns-3's IP stack. Set (DLCP's port model, port.h): straight
+     *  to the host's port; incoming packets then arrive by Deliver, not through a socket. */
+    using Output = std::function<void(ns3::Ptr<ns3::Packet>, uint32_t)>;
+    void SetOutput(Output out)
+    {
+        m_output = std::move(out);
+    }
+
+    /** A DLCP packet for this host: `h` its header (`n` bytes of it present), `p` the packet with
+     *  the header at byte `header_at`. */
+    void Deliver(const uint8_t* h, uint32_t n, ns3::Ptr<ns3::Packet> p, uint32_t header_at);
+
   private:
     struct TxMsg
     {
@@ -112,6 +125,7 @@ class DlcpHost : public ns3::Application
     void Probe(TxMsg& m);
     void OnTimer(uint64_t key);
     void OnReceive(ns3::Ptr<ns3::Socket> socket);
+    void Emit(ns3::Ptr<ns3::Packet> p, uint32_t dst);
     void OnData(const uint8_t* h, bool trimmed);
     void OnProbe(const uint8_t* h);
     void OnReply(const uint8_t* h, ns3::Ptr<ns3::Packet> p);
@@ -133,6 +147,7 @@ class DlcpHost : public ns3::Application
     std::vector<FlowRecord>* m_records = nullptr;
     HostCounters* m_counters = nullptr;
     ns3::Ptr<ns3::Socket> m_socket;
+    Output m_output;
     std::mt19937_64 m_rng;
 
     std::unordered_map<uint64_t, std::unique_ptr<TxMsg>> m_tx;   // by (own rank, msg_id)

@@ -28,6 +28,7 @@ main(int argc, char** argv)
     uint32_t spines = argc > 3 ? std::stoul(argv[3]) : 8;
     uint64_t kb = argc > 4 ? std::stoull(argv[4]) : 256;
     std::string routing = argc > 5 ? argv[5] : "dlcp";
+    std::string ports = argc > 6 ? argv[6] : "dlcp"; // "ns3": ns-3's devices and queue discs
     uint32_t hosts = leaves * hpl;
     double rate = 100e9, delay = 1e-6;
 
@@ -50,6 +51,7 @@ main(int argc, char** argv)
     sim.SetMtu(9000);
     sim.SetSwitchQueue("dlcp", 1000, 32);
     sim.SetRouting(routing);
+    sim.SetPorts(ports);
     TransportParams tp;
     tp.payload_bytes = 8192;
     tp.max_rate = rate / 8;

@@ -1,0 +1,123 @@
+"""DLCP's port model (simulations/cpp/port.h) against the ns-3 devices and queue discs it replaces.
+
+The port model must be a faster engine for the same simulation, not another one: every
+scenario below runs once with ``ports = "ns3"`` (point-to-point devices, channels, queue
+discs, the hosts' UDP/IP stack) and once with ``ports = "dlcp"``, and the two summaries must
+be equal, number for number (flow completion times, drops, trims, pushes-out, ECN marks,
+retransmissions, event counts). Its queue also runs the shared switch and buffer vectors
+(tests/test_sim_queue_disc.py, tests/test_sim_buffer.py).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from sim_support import needs_ns3
+
+from dlcp.simulations import runner, scenario
+
+pytestmark = [needs_ns3]
+
+LEAF_SPINE = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 8, "delay_us": 1.0, "mtu": 9000}
+INCAST = {"type": "incast", "senders": 8, "bytes": 400_000, "rounds": 2, "gap_us": 500}
+FRONT = {"type": "incast", "senders": 6, "receiver": 15, "bytes": 300_000, "layer": 0, "num_layers": 6, "tag": "front"}
+BACK = dict(FRONT, layer=5, tag="back")
+
+
+def table(**kw: Any) -> dict[str, Any]:
+    t: dict[str, Any] = {"name": "t", "seed": 1, "stop_s": 0.05, "topology": dict(LEAF_SPINE)}
+    t.update(copy.deepcopy(kw))
+    return t
+
+
+SCENARIOS = {
+    # A lone flow: its FCT is serialisation (with ns-3's 2-byte PPP header), pacing and propagation.
+    "lone_flow": table(workload=[{"type": "incast", "senders": 1, "receiver": 15, "bytes": 4_000_000}]),
+    # Priorities with selective drops, then with trimming (TRIM_QUEUE, cut on the way out).
+    "priority_drop": table(
+        switch={"buffer_packets": 1000, "drop_thresholds": [4]},
+        dlcp={"policy": {"push": {"loss_bound": 0.05}}},
+        workload=[FRONT, BACK],
+    ),
+    "priority_trim": table(
+        switch={"buffer_packets": 1000, "drop_thresholds": [4], "congestion_action": "trim"},
+        dlcp={"policy": {"push": {"loss_bound": 0.05}}},
+        workload=[FRONT, BACK],
+    ),
+    # A harsh incast into small buffers: overflow and push-out, probes and retransmissions.
+    "harsh_incast": table(switch={"buffer_packets": 64, "drop_thresholds": [8]}, workload=[INCAST]),
+    # A star with one slow switch-to-host port (each end of a link its own rate), and a fat-tree.
+    "star_bottleneck": table(
+        topology={"kind": "star", "hosts": 6, "bottleneck_host": 0, "bottleneck_gbps": 10.0, "mtu": 9000},
+        switch={"buffer_packets": 64},
+        workload=[{"type": "incast", "senders": 4, "receiver": 0, "bytes": 200_000, "rounds": 2, "gap_us": 200}],
+    ),
+    "fat_tree": table(
+        topology={"kind": "fat_tree", "k": 4, "mtu": 9000},
+        workload=[{"type": "permutation", "bytes": 200_000, "rounds": 2, "gap_us": 50}],
+    ),
+    # TCP background (DCTCP, ECN-marked by DLCP's queues) beside DLCP: the hosts' IP stack over DLCP ports.
+    "tcp_background": table(
+        workload=[INCAST, {"type": "background", "load": 0.3, "duration_us": 2000, "max_flow_bytes": 500_000}],
+    ),
+}
+
+
+def _both(t: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    old = runner.run(t | {"ports": "ns3"})
+    new = runner.run(t | {"ports": "dlcp"})
+    assert old["perf"]["port_model"] is False
+    assert new["perf"]["port_model"] is True, (
+        "the run must really use the port model for the comparison to mean anything"
+    )
+    return old, new
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_port_model_reproduces_ns3_devices_exactly(name: str) -> None:
+    old, new = _both(SCENARIOS[name])
+    assert old["perf"]["events"] == new["perf"]["events"], "the same events, one for one"
+    for key in ("packets", "packet_hops"):
+        assert old["perf"][key] == new["perf"][key], key
+    old.pop("perf"), new.pop("perf")
+    assert old == new
+
+
+def test_the_differential_scenarios_exercise_what_they_claim() -> None:
+    # So that equality above is not equality of two idle runs.
+    lone, _ = _both(SCENARIOS["lone_flow"])
+    assert lone["flows"]["gradient"]["completed"] == 1
+    drop = runner.run(SCENARIOS["priority_drop"])["counters"]["per_class"]
+    assert drop["dropped"][1] > 0 and drop["forwarded"][6] > 0
+    trim = runner.run(SCENARIOS["priority_trim"])["counters"]
+    assert sum(trim["per_class"]["trimmed"]) > 0 and trim["dlcp_trimmed_received"] > 0
+    harsh = runner.run(SCENARIOS["harsh_incast"])["counters"]
+    assert sum(harsh["per_class"]["pushed_out"]) + sum(harsh["per_class"]["overflow"]) > 0
+    star = runner.run(SCENARIOS["star_bottleneck"])
+    assert star["flows"]["gradient"]["completed"] == 8 and star["counters"]["qdisc_dropped"] > 0
+    tcp = runner.run(SCENARIOS["tcp_background"])
+    assert sum(tcp["counters"]["per_class"]["marked"]) > 0, "ECN marks on the TCP background"
+    assert tcp["flows"]["background"]["completed"] > 0
+
+
+@pytest.mark.parametrize(
+    ("change", "uses"),
+    [
+        ({}, True),
+        ({"baseline": "pfabric"}, True),
+        ({"ports": "ns3"}, False),
+        ({"routing": "global"}, False),  # stock ns-3: the benchmark's baseline
+        ({"baseline": "dctcp"}, False),  # RED/ECN switch queues: ns-3's
+        ({"baseline": "tcp"}, False),  # FIFO switch queues: ns-3's
+    ],
+)
+def test_port_model_where_it_applies(change: dict[str, Any], uses: bool) -> None:
+    t = table(stop_s=0.002, workload=[{"type": "incast", "senders": 2, "bytes": 20_000}]) | change
+    assert runner.run(t)["perf"]["port_model"] is uses
+
+
+def test_unknown_ports_refused_naming_the_field() -> None:
+    with pytest.raises(scenario.ScenarioError, match="ports"):
+        scenario.from_table(table(ports="fast"))
