@@ -65,7 +65,9 @@ PathHash(const Ipv4Header& header, const uint8_t* l4, uint32_t n, const AddressB
             if (dlcp_port && (book == nullptr || book->spray) && VersionOf(h) == dlcp::VERSION &&
                 PacketTypeOf(h) == dlcp::TYPE_DATA)
             {
-                entropy ^= static_cast<uint64_t>(GetField(h, dlcp::OFF_SEQ, dlcp::SIZE_SEQ)) << 8;
+                // seq ^ msg_id, as DLCP's switches (p4src/common/classification.p4): one-packet messages spread too
+                uint64_t seq = GetField(h, dlcp::OFF_SEQ, dlcp::SIZE_SEQ);
+                entropy ^= (seq ^ GetField(h, dlcp::OFF_MSG_ID, dlcp::SIZE_MSG_ID)) << 8;
             }
         }
     }
