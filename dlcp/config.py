@@ -81,6 +81,11 @@ class TransportConfig:
     send_burst_bytes: int = 0
     """Most bytes a paced sender lets go back to back (0: the pacer's default, 1 MiB). On a fabric: the
     burst the controller sized the switches' drop thresholds for (``[job.switch] burst_packets``)."""
+    rx_nice: int = 0
+    """The receive thread's nice value relative to the thread that opens the endpoint (Linux per-thread
+    nice, -20..19; 0: inherit). Negative favours receiving over the application's threads where cores are
+    scarce; it needs ``CAP_SYS_NICE`` or ``RLIMIT_NICE``, and where refused the thread keeps the inherited
+    value and a warning says so (docs/transport.md §1, docs/results.md)."""
 
     def __post_init__(self) -> None:
         checks.in_range("port", self.port, 0, (1 << 16) - 1)
@@ -91,6 +96,7 @@ class TransportConfig:
         checks.at_least("spray_ports", self.spray_ports, 1)
         checks.at_least("reorder_window", self.reorder_window, 0)
         checks.positive("peer_timeout_s", self.peer_timeout_s)
+        checks.in_range("rx_nice", self.rx_nice, -20, 19)
 
 
 MAX_PAYLOAD_BYTES = 65000 - HEADER_SIZE

@@ -37,6 +37,7 @@ class BenchConfig:
     baseline: str = "gloo"
     payload_bytes: int = 8192
     reorder_window: int = 0
+    rx_nice: int = 0
     seed: int = 0
     config: str | None = None
     """A DLCP job file whose ``[policy]`` and ``[limits]`` DLCP runs with (the flags set the transport)."""
@@ -57,12 +58,14 @@ class BenchConfig:
     def transport(self) -> TransportConfig:
         """DLCP's transport settings, from the flags (a bad one is named by its flag)."""
         try:
-            return TransportConfig(port=0, payload_bytes=self.payload_bytes, reorder_window=self.reorder_window)
+            return TransportConfig(
+                port=0, payload_bytes=self.payload_bytes, reorder_window=self.reorder_window, rx_nice=self.rx_nice
+            )
         except checks.BadValue as exc:
             raise exc.renamed(_FLAGS.get(exc.name, exc.name)) from None
 
 
-_FLAGS = {"payload_bytes": "--payload", "reorder_window": "--reorder-window"}
+_FLAGS = {"payload_bytes": "--payload", "reorder_window": "--reorder-window", "rx_nice": "--rx-nice"}
 
 _BYTES_PER_TENSOR_BYTE = {"ring": 3.5, "ps": 6.5}
 """Resident memory of a rank per byte of ``--size``, beyond :data:`dlcp.resources.WORKER_BASE_BYTES`:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import os
 import socket
 import struct
 import threading
@@ -208,6 +209,9 @@ class Endpoint:
             self._tx, self._rx_tx = (MmsgSender(self.seg_size, self._per_build) for _ in range(2))
         self._stop = threading.Event()
         self._rx_error: BaseException | None = None
+        self.rx_nice: int | None = None
+        """The receive thread's nice value once it set ``transport.rx_nice`` (None: inherited, unchanged)."""
+        self._rx_nice_set = threading.Event()
         self._thread = threading.Thread(target=self._rx_loop, name=f"dlcp-rx-{rank}", daemon=True)
         self._thread.start()
 
@@ -548,7 +552,29 @@ class Endpoint:
         if self._rx_error is not None:
             raise TransportError(f"receive thread failed: {self._rx_error!r}") from self._rx_error
 
+    def _apply_rx_nice(self) -> None:
+        """Give the receive thread (the caller) its ``transport.rx_nice``, relative to the thread it inherited from.
+
+        Where cores are scarce (more ranks than cores), completing a message is what
+        lets the next ring step start, and a receive thread waiting behind its own
+        process's sends stalls the ring (docs/results.md, #16).
+        """
+        try:
+            if self.cfg.rx_nice:
+                tid = threading.get_native_id()
+                want = max(-20, min(19, os.getpriority(os.PRIO_PROCESS, tid) + self.cfg.rx_nice))
+                try:
+                    os.setpriority(os.PRIO_PROCESS, tid, want)
+                except OSError as exc:  # lowering nice needs CAP_SYS_NICE or RLIMIT_NICE
+                    log.warning("transport.rx_nice = %d not applied (%s): the receive thread keeps its priority",
+                                self.cfg.rx_nice, exc)  # fmt: skip
+                else:
+                    self.rx_nice = os.getpriority(os.PRIO_PROCESS, tid)
+        finally:
+            self._rx_nice_set.set()
+
     def _rx_loop(self) -> None:
+        self._apply_rx_nice()
         try:
             while not self._stop.is_set():
                 if self._fast is not None:

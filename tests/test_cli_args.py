@@ -111,6 +111,8 @@ BAD: list[tuple[str, str]] = [
     ("bench allreduce --repeat 0", "--repeat"),
     ("bench allreduce --warmup -1", "--warmup"),
     ("bench allreduce --reorder-window -1", "--reorder-window"),
+    ("bench allreduce --rx-nice -21", "--rx-nice"),
+    ("bench allreduce --rx-nice 20", "--rx-nice"),
     ("bench allreduce --seed -1", "--seed"),
     ("bench allreduce --mode mesh", "--mode"),
     ("bench allreduce --loss-pattern periodic", "--loss-pattern"),

@@ -8,6 +8,7 @@ documentation gives them.
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -390,3 +391,67 @@ def test_retransmissions_beyond_one_call_are_paced_by_the_sender(fast_path: bool
         assert owed and max(owed) > 2, "the sender thread sent owed retransmissions, two packets a call"
     finally:
         _close(eps)
+
+
+def _thread_nice(tid: int) -> int:
+    return os.getpriority(os.PRIO_PROCESS, tid)
+
+
+@pytest.mark.parametrize("fast_path", [C_PATH, NUMPY_PATH])
+def test_the_receive_thread_takes_its_rx_nice_and_the_callers_thread_keeps_its_own(fast_path: bool) -> None:
+    """``transport.rx_nice`` moves only the receive thread's nice, relative to the thread that opened the endpoint.
+
+    A positive value needs no privilege, so the test runs anywhere; the endpoint
+    still delivers with its receive thread reniced.
+    """
+    mine = _thread_nice(threading.get_native_id())
+    transport = TransportConfig(port=0, payload_bytes=1024, rx_nice=2, fast_path=fast_path)
+    eps = local_endpoints(2, token=TOKEN, transport=transport)
+    try:
+        for ep in eps:
+            assert ep._rx_nice_set.wait(2.0)
+            assert ep._thread.native_id is not None
+            assert _thread_nice(ep._thread.native_id) == min(19, mine + 2)
+            assert ep.rx_nice == min(19, mine + 2)
+        assert _thread_nice(threading.get_native_id()) == mine, "the caller's thread is untouched"
+        spec = _spec(1, 256 * 4)
+        values, out = np.arange(spec.num_elems, dtype=np.float32), np.zeros(spec.num_elems, np.float32)
+        handle = eps[1].post_recv(spec, out)
+        eps[0].send(spec, values, 1, priority=3)
+        eps[1].wait(handle)
+        np.testing.assert_array_equal(out, values)
+    finally:
+        _close(eps)
+
+
+def test_a_refused_rx_nice_is_a_warning_and_the_endpoint_works(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without CAP_SYS_NICE a negative ``rx_nice`` is refused (EACCES): the thread keeps its priority, says so."""
+
+    def refuse(which: int, who: int, prio: int) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "setpriority", refuse)
+    transport = TransportConfig(port=0, payload_bytes=1024, rx_nice=-5)
+    with caplog.at_level("WARNING", logger="dlcp.host.endpoint"):
+        eps = local_endpoints(2, token=TOKEN, transport=transport)
+    try:
+        for ep in eps:
+            assert ep._rx_nice_set.wait(2.0)
+            assert ep.rx_nice is None
+        assert "transport.rx_nice = -5 not applied" in caplog.text
+        spec = _spec(1, 256 * 4)
+        values, out = np.arange(spec.num_elems, dtype=np.float32), np.zeros(spec.num_elems, np.float32)
+        handle = eps[1].post_recv(spec, out)
+        eps[0].send(spec, values, 1, priority=3)
+        eps[1].wait(handle)
+        np.testing.assert_array_equal(out, values)
+    finally:
+        _close(eps)
+
+
+@pytest.mark.parametrize("bad", [-21, 20, 100])
+def test_rx_nice_out_of_range_is_named(bad: int) -> None:
+    with pytest.raises(ValueError, match="rx_nice"):
+        TransportConfig(rx_nice=bad)

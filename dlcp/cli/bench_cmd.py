@@ -61,6 +61,11 @@ def register_allreduce(verbs: argparse._SubParsersAction) -> None:  # type: igno
         "--reorder-window", type=int, default=0,
         help="transport.reorder_window: early NACKs of reliable messages (0: off)",
     )  # fmt: skip
+    p.add_argument(
+        "--rx-nice", type=int, default=0,
+        help="transport.rx_nice: DLCP's receive thread's nice relative to its rank's main thread"
+        " (negative needs CAP_SYS_NICE; 0: inherit)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--config", metavar="FILE", default=None,
@@ -76,7 +81,8 @@ def _allreduce(args: argparse.Namespace) -> int:
     cfg = BenchConfig(
         workers=args.workers, size=args.size, mode=args.mode, inject_loss=args.inject_loss,
         loss_pattern=args.loss_pattern, repeat=args.repeat, warmup=args.warmup, baseline=args.baseline,
-        payload_bytes=args.payload, reorder_window=args.reorder_window, seed=args.seed, config=args.config,
+        payload_bytes=args.payload, reorder_window=args.reorder_window,
+        rx_nice=args.rx_nice, seed=args.seed, config=args.config,
     )  # fmt: skip
     r = run(cfg)
     if args.json:
