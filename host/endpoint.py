@@ -16,7 +16,8 @@ a PROBE after a retransmission timeout that doubles up to ``max_rto``. After
 ``peer_timeout_s`` without any reply the send raises :class:`PeerTimeoutError`
 naming the peer; a receive raises it once its sender has sent no data packet
 (of any message) for as long. Control packets carry the TOS byte of the control
-class. Waiting threads sleep until the next probe deadline, timeout or packet.
+class, a PROBE that of its data (it must queue behind its data). Waiting threads
+sleep until the next probe deadline, timeout or packet.
 See ``docs/transport.md``.
 """
 
@@ -84,6 +85,7 @@ class _Out:
         "fed_back",
         "passed",
         "pending",
+        "priority",
         "last_reply",
         "deadline",
         "probe_id",
@@ -102,6 +104,7 @@ class _Out:
         self.template = HeaderTemplate(spec, token)
         self.values = values
         self.dst = dst
+        self.priority = 0  # the first pass's class: its probes travel in it (send_start sets it)
         self.drop_classes = drop_classes
         self.stopped = False
         self.pending: list[tuple[int, bytes]] = []  # chunks of the current reply, until its FINAL one
@@ -310,6 +313,7 @@ class Endpoint:
             classes = np.zeros(n, dtype=np.uint8)
         flat = np.ascontiguousarray(values).reshape(-1)
         out = _Out(spec, flat, dst, classes, time.monotonic(), self.token)
+        out.priority = priority
         with self._lock:
             if spec.key in self._out:
                 raise ValueError(f"message {spec.key} is already being sent")
@@ -507,24 +511,40 @@ class Endpoint:
             )  # fmt: skip
 
     def _probe(self, out: _Out) -> None:
+        """Ask the receiver what is missing, in the first pass's own class.
+
+        A probe asks what arrived of a pass, so it must not overtake that pass; in the
+        control class it would, whenever the pass is still queued at a switch (strict
+        priority), and the queued packets would be reported missing. In a lower class
+        than its data (the bottom of the band, before #14) it waited until every
+        higher queue of the port was empty: on a port kept busy by another sender's
+        push it starved for hundreds of milliseconds while its timer backed off. In
+        the data's class it waits behind what is ahead of it in that queue, as its
+        data does (the switch classifies it with its data, ``dlcp.controller.classification``).
+        """
         out.pending = []  # chunks of replies to earlier probes are stale now
         out.probe_id += 1
         self.send_stats.probes += 1
-        self._send_control(out.spec, PacketType.PROBE, out.dst, seq=out.probe_id)
+        self._send_control(out.spec, PacketType.PROBE, out.dst, seq=out.probe_id, priority=out.priority)
 
     # -- control packets ----------------------------------------------------
     def _send_control(
         self, spec: MessageSpec, ptype: PacketType, dst: int, *, seq: int = 0, offset: int = 0, payload: bytes = b"",
-        flags: Flag = Flag.NONE,
+        flags: Flag = Flag.NONE, priority: int | None = None,
     ) -> None:  # fmt: skip
+        """A control packet, in the control class unless ``priority`` says otherwise (a probe: its data's)."""
         key = spec.key
+        if priority is None or priority == self.control_class:
+            priority, cmsg = self.control_class, self._control_cmsg
+        else:
+            cmsg = [(socket.IPPROTO_IP, socket.IP_TOS, struct.pack("i", tos_for(priority, 0)))]
         hdr = Header(
-            ptype, flags, priority=self.control_class, drop_class=0, job_id=key.job_id, src=key.src,
+            ptype, flags, priority=priority, drop_class=0, job_id=key.job_id, src=key.src,
             token=self.token, msg_id=key.msg_id, round=key.round, layer=spec.layer, kind=spec.kind,
             dtype=spec.dtype, seq=seq, pkt_count=spec.pkt_count, offset=offset, length=len(payload),
         )  # fmt: skip
         try:
-            self.sock.sendmsg([hdr.pack(), payload], self._control_cmsg, 0, self.addresses[dst])
+            self.sock.sendmsg([hdr.pack(), payload], cmsg, 0, self.addresses[dst])
         except OSError as exc:  # refused or a full buffer: the peer's probe or our timer will ask again
             log.debug("control packet to rank %d not sent: %s", dst, exc)
 

@@ -221,10 +221,12 @@ CONTROL_TOS = tos_for(CONTROL_PRIORITY, 0)
 
 @pytest.mark.parametrize("fast_path", [C_PATH, NUMPY_PATH])
 def test_packets_carry_the_tos_of_their_class_on_the_wire(fast_path: bool) -> None:
-    """Control packets (PROBE, BITMAP, STOP) and retransmissions in the control class, data in its own.
+    """Control packets (BITMAP, STOP) and retransmissions in the control class, data and its PROBEs in its own.
 
     docs/transport.md: control travels at the top priority class (CS7 by
-    default) and is never drop-eligible; ``protocol.tos_for`` gives the byte.
+    default) and is never drop-eligible; ``protocol.tos_for`` gives the byte. A
+    PROBE asks what arrived of a pass, so it travels in the pass's class (header
+    and TOS): a switch queues it behind its data, never ahead of it nor below it.
     """
     assert CONTROL_TOS >> 5 == CONTROL_PRIORITY == 7, "class selector 7 (CS7) in the precedence bits"
     transport = TransportConfig(port=0, payload_bytes=1024, fast_path=fast_path)
@@ -238,8 +240,8 @@ def test_packets_carry_the_tos_of_their_class_on_the_wire(fast_path: bool) -> No
         got = peer.receive()
         data = [(h.seq, tos) for h, tos in got if h.type == PacketType.DATA]
         assert sorted(data) == [(s, tos_for(3, int(classes[s]))) for s in range(8)]
-        probes = [tos for h, tos in got if h.type == PacketType.PROBE]
-        assert probes and set(probes) == {CONTROL_TOS}
+        probes = [(h.priority, tos) for h, tos in got if h.type == PacketType.PROBE]
+        assert probes and set(probes) == {(3, tos_for(3, 0))}
         # A BITMAP naming every packet missing: retransmissions in the control class, then a new PROBE.
         probe_id = max(h.seq for h, _ in got if h.type == PacketType.PROBE)
         bitmap = Header(PacketType.BITMAP, Flag.FINAL, job_id=1, src=1, token=TOKEN, msg_id=1, seq=probe_id,
@@ -249,7 +251,7 @@ def test_packets_carry_the_tos_of_their_class_on_the_wire(fast_path: bool) -> No
         retx = [tos for h, tos in got if h.type == PacketType.DATA]
         assert retx and all(h.flags & Flag.RETX for h, _ in got if h.type == PacketType.DATA)
         assert set(retx) == {CONTROL_TOS}
-        assert {tos for h, tos in got if h.type == PacketType.PROBE} == {CONTROL_TOS}
+        assert {(h.priority, tos) for h, tos in got if h.type == PacketType.PROBE} == {(3, tos_for(3, 0))}
 
         # As a receiver: an empty BITMAP answers a probe for a message not expected yet, STOP a completion.
         peer.sock.sendto(Header(PacketType.PROBE, job_id=1, src=0, token=TOKEN, msg_id=9, seq=1).pack(), ep.address)
@@ -262,7 +264,7 @@ def test_packets_carry_the_tos_of_their_class_on_the_wire(fast_path: bool) -> No
         got = peer.receive()
         replies = {(h.type, h.msg_id): tos for h, tos in got}  # (the send above still probes meanwhile)
         assert replies[(PacketType.BITMAP, 9)] == replies[(PacketType.STOP, 2)] == CONTROL_TOS
-        assert {tos for _, tos in got} == {CONTROL_TOS}
+        assert {(h.priority, tos) for h, tos in got if h.type != PacketType.PROBE} == {(CONTROL_PRIORITY, CONTROL_TOS)}
         # A late PROBE of the completed message: its STOP (answered in C on the fast path) is marked too.
         late = Header(PacketType.PROBE, kind=rspec.kind, job_id=1, src=0, token=TOKEN, msg_id=2,
                       pkt_count=rspec.pkt_count, seq=2)  # fmt: skip
