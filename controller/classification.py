@@ -17,7 +17,7 @@ import finsy as fy
 
 from dlcp.controller.entries import Entry, job_owner
 from dlcp.controller.model import JobSpec
-from dlcp.controller.modes import BANDS, CONTROL_QUEUE, class_rules
+from dlcp.controller.modes import CONTROL_QUEUE, class_rules
 from dlcp.p4 import names
 from dlcp.protocol import PacketType
 
@@ -71,18 +71,22 @@ def class_entries(job: JobSpec) -> list[Entry]:
             )
         )
     # A probe asks what arrived once the sender's first pass is out: it must not overtake that pass. In the
-    # control queue it would, whenever the data is still queued in the band below (strict priority), and the
-    # receiver would report the queued packets missing and have them all sent again. The bottom queue of its
-    # kind's band is served after every queue its data can be in.
-    for kind, band in BANDS[job.mode]:
+    # control queue it would, whenever the data is still queued (strict priority), and the receiver would report
+    # the queued packets missing and have them all sent again. The host sends it in its data's class, and it
+    # takes its data's queue, behind the pass (FIFO). (In the bottom queue of its kind's band, as before #14, it
+    # waited until every queue above was empty: behind another worker's push at a busy port it starved for
+    # hundreds of milliseconds.) A probe in the control class (a reliable broadcast's) matches none of these and
+    # takes its class's queue (the table's default), as its data does.
+    for r in class_rules(job):
         out.append(
             _entry(
                 job,
                 names.SET_QUEUE,
-                band[0],
-                f"job {job.id} {kind.name} PROBE -> queue {band[0]}, behind its data",
+                r.queue,
+                f"job {job.id} {r.kind.name} PROBE priority {r.priority} -> queue {r.queue}, behind its data",
                 packet_type=int(PacketType.PROBE),
-                kind=int(kind),
+                priority=r.priority,
+                kind=int(r.kind),
             )
         )
     for ptype in (PacketType.BITMAP, PacketType.STOP):

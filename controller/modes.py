@@ -16,9 +16,9 @@ split into two bands:
 Within a band the layer order is kept: the job's data priority ``p`` of ``D`` classes
 maps to band queue ``p * len(band) // D``. Control packets (bitmap, stop) and
 retransmissions of the job go to the top queue with the trimmed headers: they are few
-and each one unblocks a message. A probe goes to the bottom queue of its kind's band
-instead (:mod:`dlcp.controller.classification`): it asks what arrived of a first pass,
-so it must not overtake that pass. A kind whose policy tolerates loss (a loss bound and
+and each one unblocks a message. A probe goes to its data's queue instead
+(:mod:`dlcp.controller.classification`; the host sends it in its data's class): it asks
+what arrived of a first pass, so it must not overtake that pass. A kind whose policy tolerates loss (a loss bound and
 drop-class cuts) is drop-eligible in its queues; the P4 program still never drops drop
 class 0, control packets or retransmissions.
 """

@@ -7,7 +7,11 @@ no more than its share of the port. The hosts are told the same (the job's
 ``[transport] send_rate_bps`` and ``send_burst_bytes``, written into the job file the
 workers read): a host's rate is its share of the narrowest switch port its data leaves
 by (the port's rate over the job's data senders there), 5% below it for the headers,
-preamble and gap the port also carries; its burst is ``burst_packets`` datagrams.
+preamble and gap the port also carries; its burst is ``burst_packets`` datagrams. The
+host paces each destination at that rate on its own (``dlcp.host.endpoint``): the rate is
+the smallest share over all its receivers' paths, so no one receiver's path gets more
+than its share, and a PS server's pulls to workers behind different ports go out side
+by side. (The host's own uplink is not a switch port: the testbed does not shape it.)
 
 Unpaced, a sender lets a whole message go at once: on the testbed's 200 Mbit/s, 256 KiB
 bottleneck two workers pushing 2.4 MB each overflow the buffer many times over, and

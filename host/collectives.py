@@ -260,7 +260,7 @@ class Collectives:
         result = previous.copy()
         pull_in: list[RecvHandle] = []
         # Sends do not wait for their STOP one by one: a push's STOP and the pull it leads to are both a round
-        # trip away, and a server's pulls to different workers go out back to back. Every send is collected
+        # trip away, and a server's pulls to different workers go out side by side. Every send is collected
         # (send_wait) before its values change.
         pushes: list[Any] = []
         if is_worker:
@@ -281,11 +281,13 @@ class Collectives:
             if average:
                 agg /= len(self.workers)
             result[lo:hi] = agg
-            pulls = []
+            # The pulls go to different workers, each behind its own port: side by side, not one after the other.
+            sends = []
             for w in self.workers:
                 if w != self.rank:
                     spec = self._spec(self.rank, _PULL_ID + w, MessageKind.PULL, hi - lo, flat.dtype, layer)
-                    pulls.append(self._send_start(spec, agg, w, prio))
+                    sends.append((spec, agg, w, prio, self.policy.message_drop_classes(spec, agg)))
+            pulls = self.ep.send_start_many(sends)
             for o in pulls:
                 self.ep.send_wait(o)
         for handle in pull_in:

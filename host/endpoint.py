@@ -16,7 +16,8 @@ a PROBE after a retransmission timeout that doubles up to ``max_rto``. After
 ``peer_timeout_s`` without any reply the send raises :class:`PeerTimeoutError`
 naming the peer; a receive raises it once its sender has sent no data packet
 (of any message) for as long. Control packets carry the TOS byte of the control
-class. Waiting threads sleep until the next probe deadline, timeout or packet.
+class, a PROBE that of its data (it must queue behind its data). Waiting threads
+sleep until the next probe deadline, timeout or packet.
 See ``docs/transport.md``.
 """
 
@@ -30,6 +31,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -85,6 +87,7 @@ class _Out:
         "fed_back",
         "passed",
         "pending",
+        "priority",
         "last_reply",
         "deadline",
         "probe_id",
@@ -103,6 +106,7 @@ class _Out:
         self.template = HeaderTemplate(spec, token)
         self.values = values
         self.dst = dst
+        self.priority = 0  # the first pass's class: its probes travel in it (send_start sets it)
         self.drop_classes = drop_classes
         self.stopped = False
         self.pending: list[tuple[int, bytes]] = []  # chunks of the current reply, until its FINAL one
@@ -164,7 +168,12 @@ class Endpoint:
         self.asm = Assembler(limits)
         self.asm.add_job(job_id, token)
         self.loss = LossInjector(loss) if loss is not None and loss.rate > 0 else None
-        self.pacer = AimdPacer(pacing or PacingConfig())
+        self.pacing = pacing or PacingConfig()
+        # One pacer per destination: the controller's rate is a host's share of the narrowest port on its way
+        # to a receiver, and receivers behind different ports do not share it (a server's pulls to two workers
+        # go out side by side, each at the rate, :meth:`send_start_many`). Loss reported by one receiver slows
+        # only the sends to it.
+        self._pacers: dict[int, AimdPacer] = {}
         self.send_stats = SendStats()
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -301,6 +310,39 @@ class Endpoint:
         (``send_wait``, ``wait``) sends the rest, paced, and probes for every
         started send whose receiver went quiet.
         """
+        (out,) = self.send_start_many([(spec, values, dst, priority, drop_classes)])
+        return out
+
+    def send_start_many(self, sends: list[tuple[MessageSpec, np.ndarray, int, int, np.ndarray | None]]) -> list[_Out]:
+        """:meth:`send_start` of several messages (spec, values, dst, priority, drop_classes), first passes
+        interleaved: one send call's worth of each in turn, each paced by its destination's pacer.
+
+        A server's pulls to its workers leave by different ports: sent one after the other at one
+        host rate they took twice as long as side by side, each at its destination's rate.
+        """
+        outs: list[_Out] = []
+        try:
+            for s in sends:
+                outs.append(self._register(*s))
+            passes = [(out, self._first_pass(out)) for out in outs]
+            while passes:
+                for item in list(passes):
+                    if not next(item[1], False):
+                        passes.remove(item)
+                        self._passed(item[0])
+        except BaseException:
+            with self._lock:
+                for out in outs:
+                    if not out.passed:
+                        self._out.pop(out.spec.key, None)
+                self._out_generation += 1
+            raise
+        return outs
+
+    def _register(
+        self, spec: MessageSpec, values: np.ndarray, dst: int, priority: int, drop_classes: np.ndarray | None
+    ) -> _Out:
+        """A send's state, checked and entered in the table of sends (before its first packet)."""
         if dst not in self.addresses:
             raise ValueError(f"no address for rank {dst}")
         n = spec.pkt_count
@@ -314,18 +356,16 @@ class Endpoint:
             classes = np.zeros(n, dtype=np.uint8)
         flat = np.ascontiguousarray(values).reshape(-1)
         out = _Out(spec, flat, dst, classes, time.monotonic(), self.token)
+        out.priority = priority
         with self._lock:
             if spec.key in self._out:
                 raise ValueError(f"message {spec.key} is already being sent")
             self._out[spec.key] = out
             self._out_generation += 1
-        try:
-            self._first_pass(out, priority)
-        except BaseException:
-            with self._lock:
-                self._out.pop(spec.key, None)
-                self._out_generation += 1
-            raise
+        return out
+
+    def _passed(self, out: _Out) -> None:
+        """``out``'s first pass is out: probe, and arm the retransmission timer."""
         # Probe at once: if the LAST packet was lost the receiver cannot know the first
         # pass is over, and waiting a whole RTO for that would lengthen the tail.
         out.passed = True
@@ -333,8 +373,7 @@ class Endpoint:
         out.rto = self.initial_rto_s
         out.deadline = time.monotonic() + out.rto
         self.send_stats.messages += 1
-        self.send_stats.packets += n
-        return out
+        self.send_stats.packets += out.spec.pkt_count
 
     def send_wait(self, out: _Out) -> None:
         """Block until the receiver has ``out`` within its bound (STOP)."""
@@ -387,7 +426,7 @@ class Endpoint:
     def _retransmit_owed(self, out: _Out) -> None:
         """Send the next batch of ``out``'s owed retransmissions, paced (lock held, released while sending);
         after the last one, probe."""
-        per_call = self._per_call()
+        per_call = self._per_call(out.dst)
         chunk, out.retx = out.retx[:per_call], out.retx[per_call:]
         self._cond.release()
         try:
@@ -400,13 +439,27 @@ class Endpoint:
             out.rto = self.initial_rto_s
             out.deadline = time.monotonic() + out.rto
 
-    def _per_call(self) -> int:
+    def pacer(self, dst: int) -> AimdPacer:
+        """The pacer of the sends to rank ``dst``."""
+        pacer = self._pacers.get(dst)
+        if pacer is None:
+            pacer = self._pacers[dst] = AimdPacer(self.pacing)
+        return pacer
+
+    @property
+    def pacer_decreases(self) -> int:
+        """Rate decreases of all the pacers."""
+        return sum(p.decreases for p in self._pacers.values())
+
+    def _per_call(self, dst: int) -> int:
         """Packets per send call: as many as the pacer lets go at once (the numpy sender: at most its batch)."""
-        calls = max(1, self.pacer.call_bytes() // self.seg_size)
+        calls = max(1, self.pacer(dst).call_bytes() // self.seg_size)
         return calls if self._fast is not None else min(self._per_build, calls)
 
-    def _first_pass(self, out: _Out, priority: int) -> None:
+    def _first_pass(self, out: _Out) -> Iterator[bool]:
+        """Send ``out``'s first pass, one send call per step (each yields True)."""
         spec = out.spec
+        priority = out.priority
         classes = out.drop_classes
         if not classes.any():  # one class (reliable messages, and lossy ones without eligible packets)
             groups = [(0, np.arange(spec.pkt_count, dtype=np.int64))]
@@ -414,7 +467,7 @@ class Endpoint:
             order = np.argsort(classes, kind="stable")
             ends = np.cumsum(np.bincount(classes, minlength=NUM_DROP_CLASSES))
             groups = [(c, order[ends[c] - n : ends[c]]) for c, n in enumerate(np.diff(ends, prepend=0)) if n]
-        per_call = self._per_call()
+        per_call = self._per_call(out.dst)
         for gi, (cls, seqs) in enumerate(groups):
             for start in range(0, seqs.size, per_call):
                 chunk = seqs[start : start + per_call]
@@ -422,6 +475,7 @@ class Endpoint:
                 self._transmit(
                     spec, out.template, out.values, out.dst, chunk, priority, cls, retransmit=False, last=final
                 )
+                yield True
 
     def _transmit(
         self,
@@ -447,10 +501,11 @@ class Endpoint:
         sock = self.sock if from_rx else self._spray[next(self._spray_next)]
         tos = tos_for(priority, drop_class)
         nbytes = (HEADER_SIZE + pb) * seqs.size
+        pacer = self.pacer(dst)
         if from_rx:
-            self.pacer.charge(nbytes)
+            pacer.charge(nbytes)
         else:
-            self.pacer.wait(nbytes)
+            pacer.wait(nbytes)
         (self._rx_tx if from_rx else self._tx).send_packets(
             sock.fileno(), template, values, seqs, self.addresses[dst], priority=priority,
             drop_class=drop_class, tos=tos, retransmit=retransmit, last=last,
@@ -502,7 +557,7 @@ class Endpoint:
 
     def _retransmit(self, out: _Out, missing: np.ndarray, from_rx: bool = False) -> None:
         self.send_stats.retransmitted += int(missing.size)
-        per_call = self._per_call()
+        per_call = self._per_call(out.dst)
         for start in range(0, missing.size, per_call):
             chunk = missing[start : start + per_call]
             self._transmit(
@@ -511,24 +566,40 @@ class Endpoint:
             )  # fmt: skip
 
     def _probe(self, out: _Out) -> None:
+        """Ask the receiver what is missing, in the first pass's own class.
+
+        A probe asks what arrived of a pass, so it must not overtake that pass; in the
+        control class it would, whenever the pass is still queued at a switch (strict
+        priority), and the queued packets would be reported missing. In a lower class
+        than its data (the bottom of the band, before #14) it waited until every
+        higher queue of the port was empty: on a port kept busy by another sender's
+        push it starved for hundreds of milliseconds while its timer backed off. In
+        the data's class it waits behind what is ahead of it in that queue, as its
+        data does (the switch classifies it with its data, ``dlcp.controller.classification``).
+        """
         out.pending = []  # chunks of replies to earlier probes are stale now
         out.probe_id += 1
         self.send_stats.probes += 1
-        self._send_control(out.spec, PacketType.PROBE, out.dst, seq=out.probe_id)
+        self._send_control(out.spec, PacketType.PROBE, out.dst, seq=out.probe_id, priority=out.priority)
 
     # -- control packets ----------------------------------------------------
     def _send_control(
         self, spec: MessageSpec, ptype: PacketType, dst: int, *, seq: int = 0, offset: int = 0, payload: bytes = b"",
-        flags: Flag = Flag.NONE,
+        flags: Flag = Flag.NONE, priority: int | None = None,
     ) -> None:  # fmt: skip
+        """A control packet, in the control class unless ``priority`` says otherwise (a probe: its data's)."""
         key = spec.key
+        if priority is None or priority == self.control_class:
+            priority, cmsg = self.control_class, self._control_cmsg
+        else:
+            cmsg = [(socket.IPPROTO_IP, socket.IP_TOS, struct.pack("i", tos_for(priority, 0)))]
         hdr = Header(
-            ptype, flags, priority=self.control_class, drop_class=0, job_id=key.job_id, src=key.src,
+            ptype, flags, priority=priority, drop_class=0, job_id=key.job_id, src=key.src,
             token=self.token, msg_id=key.msg_id, round=key.round, layer=spec.layer, kind=spec.kind,
             dtype=spec.dtype, seq=seq, pkt_count=spec.pkt_count, offset=offset, length=len(payload),
         )  # fmt: skip
         try:
-            self.sock.sendmsg([hdr.pack(), payload], self._control_cmsg, 0, self.addresses[dst])
+            self.sock.sendmsg([hdr.pack(), payload], cmsg, 0, self.addresses[dst])
         except OSError as exc:  # refused or a full buffer: the peer's probe or our timer will ask again
             log.debug("control packet to rank %d not sent: %s", dst, exc)
 
@@ -774,13 +845,13 @@ class Endpoint:
         missing = self._missing_from(out.spec, chunks)
         if not out.fed_back:
             out.fed_back = True
-            self.pacer.on_feedback(missing.size / out.spec.pkt_count)
+            self.pacer(out.dst).on_feedback(missing.size / out.spec.pkt_count)
         missing = self._choose_retransmit(out, missing)
         # One send call's worth goes at once; the rest is owed to the waiting sender thread, which paces it
         # (this thread holds the lock and must not sleep). Unpaced, a controller-paced host's retransmissions
         # of a badly hit message went out at the top priority back to back, overflowed the bottleneck's
         # buffer, and every drop cost another round (docs/results.md, #14). On loopback one call takes all.
-        per_call = self._per_call()
+        per_call = self._per_call(out.dst)
         if missing.size:
             self._retransmit(out, missing[:per_call], from_rx=True)
         if missing.size > per_call:
@@ -801,7 +872,7 @@ class Endpoint:
         if offset == 0:  # count the message once, on its first chunk
             if not out.fed_back:
                 out.fed_back = True
-                self.pacer.on_feedback(0.0)
+                self.pacer(out.dst).on_feedback(0.0)
             sent = np.bincount(out.drop_classes, minlength=NUM_DROP_CLASSES)
             gone = np.bincount(out.drop_classes[lost], minlength=NUM_DROP_CLASSES) if payload else sent * 0
             for c in np.flatnonzero(sent):

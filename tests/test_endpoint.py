@@ -222,10 +222,12 @@ CONTROL_TOS = tos_for(CONTROL_PRIORITY, 0)
 
 @pytest.mark.parametrize("fast_path", [C_PATH, NUMPY_PATH])
 def test_packets_carry_the_tos_of_their_class_on_the_wire(fast_path: bool) -> None:
-    """Control packets (PROBE, BITMAP, STOP) and retransmissions in the control class, data in its own.
+    """Control packets (BITMAP, STOP) and retransmissions in the control class, data and its PROBEs in its own.
 
     docs/transport.md: control travels at the top priority class (CS7 by
-    default) and is never drop-eligible; ``protocol.tos_for`` gives the byte.
+    default) and is never drop-eligible; ``protocol.tos_for`` gives the byte. A
+    PROBE asks what arrived of a pass, so it travels in the pass's class (header
+    and TOS): a switch queues it behind its data, never ahead of it nor below it.
     """
     assert CONTROL_TOS >> 5 == CONTROL_PRIORITY == 7, "class selector 7 (CS7) in the precedence bits"
     transport = TransportConfig(port=0, payload_bytes=1024, fast_path=fast_path)
@@ -239,8 +241,8 @@ def test_packets_carry_the_tos_of_their_class_on_the_wire(fast_path: bool) -> No
         got = peer.receive()
         data = [(h.seq, tos) for h, tos in got if h.type == PacketType.DATA]
         assert sorted(data) == [(s, tos_for(3, int(classes[s]))) for s in range(8)]
-        probes = [tos for h, tos in got if h.type == PacketType.PROBE]
-        assert probes and set(probes) == {CONTROL_TOS}
+        probes = [(h.priority, tos) for h, tos in got if h.type == PacketType.PROBE]
+        assert probes and set(probes) == {(3, tos_for(3, 0))}
         # A BITMAP naming every packet missing: retransmissions in the control class, then a new PROBE.
         probe_id = max(h.seq for h, _ in got if h.type == PacketType.PROBE)
         bitmap = Header(PacketType.BITMAP, Flag.FINAL, job_id=1, src=1, token=TOKEN, msg_id=1, seq=probe_id,
@@ -250,7 +252,7 @@ def test_packets_carry_the_tos_of_their_class_on_the_wire(fast_path: bool) -> No
         retx = [tos for h, tos in got if h.type == PacketType.DATA]
         assert retx and all(h.flags & Flag.RETX for h, _ in got if h.type == PacketType.DATA)
         assert set(retx) == {CONTROL_TOS}
-        assert {tos for h, tos in got if h.type == PacketType.PROBE} == {CONTROL_TOS}
+        assert {(h.priority, tos) for h, tos in got if h.type == PacketType.PROBE} == {(3, tos_for(3, 0))}
 
         # As a receiver: an empty BITMAP answers a probe for a message not expected yet, STOP a completion.
         peer.sock.sendto(Header(PacketType.PROBE, job_id=1, src=0, token=TOKEN, msg_id=9, seq=1).pack(), ep.address)
@@ -263,7 +265,7 @@ def test_packets_carry_the_tos_of_their_class_on_the_wire(fast_path: bool) -> No
         got = peer.receive()
         replies = {(h.type, h.msg_id): tos for h, tos in got}  # (the send above still probes meanwhile)
         assert replies[(PacketType.BITMAP, 9)] == replies[(PacketType.STOP, 2)] == CONTROL_TOS
-        assert {tos for _, tos in got} == {CONTROL_TOS}
+        assert {(h.priority, tos) for h, tos in got if h.type != PacketType.PROBE} == {(CONTROL_PRIORITY, CONTROL_TOS)}
         # A late PROBE of the completed message: its STOP (answered in C on the fast path) is marked too.
         late = Header(PacketType.PROBE, kind=rspec.kind, job_id=1, src=0, token=TOKEN, msg_id=2,
                       pkt_count=rspec.pkt_count, seq=2)  # fmt: skip
@@ -455,3 +457,82 @@ def test_a_refused_rx_nice_is_a_warning_and_the_endpoint_works(
 def test_rx_nice_out_of_range_is_named(bad: int) -> None:
     with pytest.raises(ValueError, match="rx_nice"):
         TransportConfig(rx_nice=bad)
+
+
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+"""Linux's SO_TIMESTAMPNS (also its control message's type); Python's socket module does not name it."""
+
+
+def _arrivals(sock: socket.socket, quiet_s: float = 0.5) -> list[tuple[float, Header]]:
+    """(kernel receive time, header) of every datagram on ``sock`` until none came for ``quiet_s``."""
+    got = []
+    sock.settimeout(quiet_s)
+    try:
+        while True:
+            data, anc, _, _ = sock.recvmsg(65536, socket.CMSG_SPACE(16))
+            (stamp,) = [d for level, kind, d in anc if (level, kind) == (socket.SOL_SOCKET, _SO_TIMESTAMPNS)]
+            sec, nsec = np.frombuffer(stamp[:16], dtype=np.int64)
+            got.append((float(sec) + float(nsec) * 1e-9, Header.unpack(data[:HEADER_SIZE])))
+    except TimeoutError:
+        return got
+
+
+def test_first_passes_to_different_ranks_go_side_by_side_each_at_its_rate() -> None:
+    """send_start_many: each destination has its own pacer, and the passes interleave (a server's pulls).
+
+    Two 48-packet messages to two ranks at 400 kB/s per destination: side by side they take about 0.13 s;
+    one after the other (or both under one host rate), twice that. The second rank's first packet arrives
+    long before the first rank's last.
+    """
+    seg = 1024 + HEADER_SIZE
+    transport = TransportConfig(port=0, payload_bytes=1024)
+    pacing = PacingConfig(max_rate=400e3, min_rate=100e3, burst=2 * seg, max_call=2 * seg)
+    peers = [RawPeer(), RawPeer()]
+    for p in peers:
+        p.sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    addresses = {0: ("127.0.0.1", 0), 1: peers[0].address, 2: peers[1].address}
+    ep = Endpoint(rank=0, job_id=1, token=TOKEN, addresses=addresses, transport=transport, pacing=pacing)
+    try:
+        sends = []
+        for dst in (1, 2):
+            spec = MessageSpec(MessageKey(1, 0, dst, 0), MessageKind.PULL, 256 * 48, 256)
+            sends.append((spec, np.ones(spec.num_elems, np.float32), dst, 3, None))
+        t0 = time.monotonic()
+        outs = ep.send_start_many(sends)
+        took = time.monotonic() - t0
+        assert [o.dst for o in outs] == [1, 2] and all(o.passed for o in outs)
+        one_pass = 48 * seg / 400e3  # 0.13 s
+        assert 0.7 * one_pass < took < 1.6 * one_pass, took
+        assert ep.pacer(1) is not ep.pacer(2)
+        data = [[t for t, h in _arrivals(p.sock) if h.type == PacketType.DATA] for p in peers]
+        assert [len(d) for d in data] == [48, 48]
+        assert min(data[1]) < min(data[0]) + 0.25 * one_pass < max(data[0]), "the passes did not interleave"
+    finally:
+        ep.close()
+        for p in peers:
+            p.close()
+
+
+def test_loss_reported_by_one_rank_slows_only_the_sends_to_it() -> None:
+    """A BITMAP from rank 1 naming most of a pass missing halves the pacing toward rank 1, not toward rank 2."""
+    transport = TransportConfig(port=0, payload_bytes=1024)
+    pacing = PacingConfig(max_rate=50e6, min_rate=1e6, decrease_above=0.05)
+    peers = [RawPeer(), RawPeer()]
+    addresses = {0: ("127.0.0.1", 0), 1: peers[0].address, 2: peers[1].address}
+    ep = Endpoint(rank=0, job_id=1, token=TOKEN, addresses=addresses, transport=transport, pacing=pacing)
+    try:
+        spec = MessageSpec(MessageKey(1, 0, 1, 0), MessageKind.PULL, 256 * 16, 256)
+        ep.send_start(spec, np.ones(spec.num_elems, np.float32), 1, priority=3)
+        probe_id = max(h.seq for h, _ in peers[0].receive() if h.type == PacketType.PROBE)
+        bitmap = Header(PacketType.BITMAP, Flag.FINAL, job_id=1, src=0, token=TOKEN, msg_id=1, seq=probe_id,
+                        pkt_count=16, length=2)  # fmt: skip
+        peers[0].sock.sendto(bitmap.pack() + b"\x01\x00", ep.address)  # only packet 0 arrived
+        deadline = time.monotonic() + 5.0
+        while ep.pacer(1).rate == 50e6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ep.pacer(1).rate == 25e6 and ep.pacer_decreases == 1
+        assert ep.pacer(2).rate == 50e6
+    finally:
+        ep.close()
+        for p in peers:
+            p.close()

@@ -26,12 +26,12 @@ def test_apply_then_reapply_writes_nothing(switches: Switches) -> None:
     fab = star(sw, PS_JOB)
     first = configure(fab)
     assert first.status == "ok", first.error
-    assert first.summary["inserted"] == 31 and first.summary["unchanged"] == 0
+    assert first.summary["inserted"] == 43 and first.summary["unchanged"] == 0
     writes = sw.dp.writes
-    assert writes == 31
+    assert writes == 43
     second = configure(fab)
     assert second.status == "ok"
-    assert second.summary == {"inserted": 0, "modified": 0, "deleted": 0, "unchanged": 31}
+    assert second.summary == {"inserted": 0, "modified": 0, "deleted": 0, "unchanged": 43}
     assert sw.dp.writes == writes, "the second apply wrote to the switch"
 
     # The entries work: a push from h1 reaches h4's port with h4's MAC, in a push queue, and a pull
@@ -45,9 +45,13 @@ def test_apply_then_reapply_writes_nothing(switches: Switches) -> None:
         sw.dp.inject(4, dlcp_frame(fab, "h4", "h2", kind=MessageKind.PULL, priority=p)).queue for p in range(7)
     }
     assert max(push_queues) < min(pull_queues)
-    # A probe waits behind its message's data (the bottom queue of its band); a bitmap does not.
-    probe = sw.dp.inject(1, dlcp_frame(fab, "h1", "h4", ptype=PacketType.PROBE, priority=0))
-    assert probe.queue == min(push_queues)
+    # A probe waits behind its message's data, in its data's queue (not below it: behind another sender's data
+    # it starved there); a bitmap does not.
+    for kind, src, dst, port in ((MessageKind.PUSH, "h1", "h4", 1), (MessageKind.PULL, "h4", "h2", 4)):
+        for p in range(7):
+            data = sw.dp.inject(port, dlcp_frame(fab, src, dst, kind=kind, priority=p)).queue
+            probe = sw.dp.inject(port, dlcp_frame(fab, src, dst, kind=kind, ptype=PacketType.PROBE, priority=p))
+            assert probe.queue == data, (kind, p)
     bitmap = sw.dp.inject(4, dlcp_frame(fab, "h4", "h1", ptype=PacketType.BITMAP, priority=0))
     assert bitmap.queue == 7
 
@@ -56,9 +60,9 @@ def test_dry_run_writes_nothing(switches: Switches) -> None:
     sw = switches()
     fab = star(sw, PS_JOB)
     report = configure(fab, dry_run=True)
-    assert report.status == "planned" and report.summary["inserted"] == 31
+    assert report.status == "planned" and report.summary["inserted"] == 43
     assert sw.dp.writes == 0
-    assert configure(fab).summary["inserted"] == 31
+    assert configure(fab).summary["inserted"] == 43
 
 
 def test_change_of_mode_modifies_only_what_differs(switches: Switches) -> None:
@@ -245,10 +249,10 @@ def test_rejected_write_is_all_or_nothing_and_reported(switches: Switches) -> No
     assert out is not None and out.atomic and out.applied == []
     assert len(out.failed) == 1 and out.failed[0].code not in ("OK", "ABORTED")
     assert out.failed[0].change.note == "queue 2 drop class 1: trim above 114 packets"
-    assert len(out.skipped) == 30
+    assert len(out.skipped) == 42
     assert "nothing was applied" in report.error
     # Nothing is on the switch: a dry run still plans everything.
-    assert configure(fab, dry_run=True).summary["inserted"] == 31
+    assert configure(fab, dry_run=True).summary["inserted"] == 43
 
 
 def test_without_rollback_support_the_exact_applied_list_is_reported(
@@ -280,9 +284,9 @@ def test_without_rollback_support_the_exact_applied_list_is_reported(
     out = report.outcome
     assert report.status == "failed" and out is not None and not out.atomic
     assert [f.change.note for f in out.failed] == ["route 10.0.0.2/32 (h2) -> group 2"]
-    assert len(out.applied) == 30 and not out.skipped
-    assert "30 applied" in report.error
-    assert report.summary["inserted"] == 30
+    assert len(out.applied) == 42 and not out.skipped
+    assert "42 applied" in report.error
+    assert report.summary["inserted"] == 42
 
 
 def test_changed_setting_is_a_modify_in_place(switches: Switches) -> None:
@@ -290,7 +294,7 @@ def test_changed_setting_is_a_modify_in_place(switches: Switches) -> None:
     configure(star(sw, PS_JOB))
     explicit = PS_JOB + "[job.switch]\nthresholds = { 1 = 5 }\n"
     report = configure(star(sw, explicit))
-    assert report.summary == {"inserted": 0, "modified": 3, "deleted": 0, "unchanged": 28}
+    assert report.summary == {"inserted": 0, "modified": 3, "deleted": 0, "unchanged": 40}
     assert {c.note for c in report.changes} == {f"queue {q} drop class 1: trim above 5 packets" for q in (1, 2, 3)}
     fab = star(sw, explicit)
     sw.dp.pause(4, 3)

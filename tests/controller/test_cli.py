@@ -34,12 +34,12 @@ def test_apply_json_twice_then_clear(switches: Switches, tmp_path: Path, capsys:
     rc, out, _ = dlcp(capsys, "apply", cfg, "--json")
     assert rc == 0
     (s1,) = json.loads(out)["switches"]
-    assert (s1["switch"], s1["status"], s1["inserted"]) == ("s1", "ok", 31)
+    assert (s1["switch"], s1["status"], s1["inserted"]) == ("s1", "ok", 43)
     rc, out, _ = dlcp(capsys, "apply", cfg)
     assert rc == 0
-    assert out.splitlines()[1].split() == ["s1", "ok", "0", "0", "0", "31"]
+    assert out.splitlines()[1].split() == ["s1", "ok", "0", "0", "0", "43"]
     rc, out, _ = dlcp(capsys, "clear", cfg, "--job", "7", "--json")
-    assert rc == 0 and json.loads(out)["switches"][0]["deleted"] == 23
+    assert rc == 0 and json.loads(out)["switches"][0]["deleted"] == 35
     rc, out, _ = dlcp(capsys, "apply", cfg, "--dry-run")
     assert rc == 0 and "(not written)" in out and "insert job 7 PULL priority 6 -> queue 6" in out
     assert "deleted" not in out.splitlines()[2]
@@ -115,9 +115,9 @@ def test_run_reports_and_stops_on_sigterm(switches: Switches, tmp_path: Path) ->
         line = proc.stdout.readline()
         event = json.loads(line)
         assert (event["switch"], event["event"]) == ("s1", "applied"), line
-        assert event["report"]["inserted"] == 31
+        assert event["report"]["inserted"] == 43
         deadline = time.monotonic() + 30
-        while sw.dp.writes < 31 and time.monotonic() < deadline:
+        while sw.dp.writes < 43 and time.monotonic() < deadline:
             time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
@@ -125,7 +125,7 @@ def test_run_reports_and_stops_on_sigterm(switches: Switches, tmp_path: Path) ->
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert sw.dp.writes == 31
+    assert sw.dp.writes == 43
 
 
 @pytest.mark.parametrize(

@@ -91,7 +91,7 @@ def test_reconcile_after_the_switch_restarts(switches: Switches) -> None:
         await until(lambda: any(e.kind == "applied" for e in events), "the controller to reconfigure it", 90)
         assert not again.dp.inject(1, frame).dropped
         applied = next(e for e in events if e.kind == "applied")
-        assert applied.report is not None and applied.report.summary["inserted"] == 31
+        assert applied.report is not None and applied.report.summary["inserted"] == 43
         stop.set()
         await task
 
