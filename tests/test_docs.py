@@ -11,14 +11,19 @@ that gives its flags' values. Paths under the project's folders must exist.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import shlex
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from dlcp import config
 from dlcp.cli.main import build_parser
+from dlcp.protocol import MessageKind
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -153,3 +158,57 @@ def test_paths_named_exist() -> None:
                     if not (ROOT / path).exists():
                         missing.append(f"{doc.relative_to(ROOT)}:{number}: {path}")
     assert not missing, "paths the docs name that do not exist:\n" + "\n".join(missing)
+
+
+def _config_defaults() -> dict[str, Any]:
+    """Every field of a job file and its default, by dotted path (``policy.<kind>`` for each kind's fields)."""
+    out: dict[str, Any] = {}
+
+    def walk(obj: Any, prefix: str) -> None:
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if f.name == "kinds":
+                for kind, policy in value.items():
+                    walk(policy, f"{prefix}{kind.name.lower()}.")
+            elif dataclasses.is_dataclass(value):
+                walk(value, f"{prefix}{f.name}.")
+            else:
+                out[prefix + f.name] = list(value) if isinstance(value, tuple) else value
+
+    walk(config.DLCPConfig(), "")
+    return out
+
+
+def _doc_value(cell: str) -> Any:
+    """A default as docs/configuration.md writes it: ``"x"``, ``[0.5]``, ``{}``, ``true``, ``1 GiB``."""
+    cell = cell.strip().strip("`")
+    size = re.fullmatch(r"(\d+) (KiB|MiB|GiB)", cell)
+    if size:
+        return int(size[1]) << {"KiB": 10, "MiB": 20, "GiB": 30}[size[2]]
+    return tomllib.loads(f"v = {cell}")["v"]
+
+
+def test_configuration_table_has_every_field_with_its_default() -> None:
+    rows = {}
+    for line in (ROOT / "docs/configuration.md").read_text().splitlines():
+        m = re.match(r"\| `([\w.<>]+)` \| ([^|]*) \|", line)
+        if m:
+            rows[m[1]] = _doc_value(m[2])
+    expected = _config_defaults()
+    kinds = [k.name.lower() for k in MessageKind]
+    for name in [r for r in rows if "<kind>" in r]:  # one row for a field of every kind
+        value = rows.pop(name)
+        rows.update({name.replace("<kind>", k): value for k in kinds})
+    assert rows.keys() == expected.keys(), (
+        f"documented, not in dlcp.config: {sorted(rows.keys() - expected.keys())}; "
+        f"in dlcp.config, not documented: {sorted(expected.keys() - rows.keys())}"
+    )
+    wrong = {k: (rows[k], v) for k, v in expected.items() if rows[k] != v or type(rows[k]) is not type(v)}
+    assert not wrong, f"documented default differs from the code's (doc, code): {wrong}"
+
+
+def test_readme_core_example_runs() -> None:
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"## Using the core\n.*?```python\n(.*?)```", text, re.S)
+    assert block, "README.md has no 'Using the core' example"
+    exec(compile(block[1], "README.md: Using the core", "exec"), {})
