@@ -5,7 +5,9 @@ code spans. A command's areas and verbs must be the parser's, and every ``--flag
 must be one that verb accepts. A command shown as typed must also parse as a whole with the
 real argument parser (parse only: nothing runs): a line after a ``$`` prompt, a line in a
 block with no placeholder (``FILE``, ``[--json]``, ``a|b``, ``...``), and an inline command
-that gives its flags' values. Paths under the project's folders must exist.
+that gives its flags' values. Paths under the project's folders must exist. The job-file
+table of ``docs/configuration.md`` names every field of ``dlcp.config`` with the code's
+default, and the README's core example runs.
 """
 
 from __future__ import annotations
