@@ -5,8 +5,8 @@
 // inside the control's braces. Not a standalone file (no include guard): it is
 // a list of control members, and every name in it is the same on both targets.
 //
-// The selector hashes the 5-tuple plus meta.ecmp_entropy: the DLCP sequence
-// number for DLCP data packets, 0 for everything else (common/classification.p4),
+// The selector hashes the 5-tuple plus meta.ecmp_entropy: the DLCP seq ^ msg_id
+// for DLCP data packets, 0 for everything else (common/classification.p4),
 // so DLCP data is sprayed per packet and every other flow stays on one path.
 
     // The rewrite itself (MACs, TTL, checksum) is common/next_hop.p4.

@@ -4,7 +4,7 @@
 // (topology.py) and hands them down as groups of output interfaces. A lookup is
 // two array indexings: destination address -> host index (one hash map shared by
 // the whole fabric), host index -> group. DLCP data packets are sprayed by a hash
-// of the 5-tuple and the DLCP sequence number, as the P4 ECMP does; every other
+// of the 5-tuple and the DLCP seq ^ msg_id, as the P4 ECMP does; every other
 // packet (TCP, DLCP control) hashes its 5-tuple only and keeps one path.
 // ns-3's global routing, by contrast, scans its whole table on every packet.
 //
