@@ -29,3 +29,15 @@ def test_a_narrow_fabric_link_is_the_share() -> None:
     assert pacing.host_rates(fabric, workloads.Traffic(messages=msgs)) == {
         h: int(10e9 / 3 * HEADROOM) for h in (0, 1, 2)
     }
+
+
+def test_partitioned_layers_spread_a_model_over_more_buckets() -> None:
+    # ResNet-50's largest layer is 9.4 MB: whole, it is one server's bucket; partitioned at 512 KiB
+    # (as BytePS does), no bucket holds more than a 1 MiB bucket's worth plus one part, and the bytes
+    # and FLOPs are the model's either way.
+    whole = workloads.buckets("resnet50", 1 << 20)
+    parts = workloads.buckets("resnet50", 1 << 20, partition_bytes=1 << 19)
+    assert max(b for b, _ in whole) > 9_000_000
+    assert max(b for b, _ in parts) < (1 << 20) + (1 << 19)
+    assert sum(b for b, _ in parts) == sum(b for b, _ in whole)
+    assert abs(sum(f for _, f in parts) - sum(f for _, f in whole)) < 1e-6 * sum(f for _, f in whole)
