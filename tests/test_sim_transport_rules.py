@@ -34,7 +34,8 @@ def selective_drops(r: dict[str, Any]) -> int:
 def test_a_message_whose_bound_covers_no_packet_is_sent_protected() -> None:
     # 1% of 50 packets is half a packet: every packet drop class 0, nothing for the switch to cut;
     # 1% of 200 packets is 2: half the packets eligible, and a 6:1 incast cuts them.
-    small, large = runner.run(incast(50)), runner.run(incast(200))
+    # Senders at the line: paced at their share they would give the switch nothing to cut.
+    small, large = runner.run(incast(50, host_pacing="line")), runner.run(incast(200, host_pacing="line"))
     assert selective_drops(small) == 0
     assert selective_drops(large) > 0
     assert small["flows"]["gradient"]["completed"] == large["flows"]["gradient"]["completed"] == 6
