@@ -26,10 +26,9 @@ from __future__ import annotations
 from dlcp.controller.model import Fabric, JobSpec
 from dlcp.controller.paths import Paths
 from dlcp.protocol import HEADER_SIZE
+from dlcp.rate_control import HEADROOM, shared_rates
 
-HEADROOM = 0.95
-"""Fraction of a port's share a sender is paced to: the frames' headers and the wire's preamble and gap
-(about 1% at 8 KiB payloads) and the job's control packets take the rest."""
+__all__ = ["HEADROOM", "data_pairs", "send_burst_bytes", "send_rates"]
 
 
 def data_pairs(job: JobSpec) -> list[tuple[str, str]]:
@@ -42,16 +41,8 @@ def data_pairs(job: JobSpec) -> list[tuple[str, str]]:
 
 def send_rates(fabric: Fabric, paths: Paths, job: JobSpec) -> dict[str, int]:
     """Host IP -> bits/s of DLCP datagrams, for every host of ``job`` whose data crosses a shaped port."""
-    pairs = data_pairs(job)
-    fan = paths.fan_in(pairs)
-    rates: dict[str, float] = {}
-    for src, dst in pairs:
-        for hop in paths.hops(src, dst):
-            rate = fabric.link_of(*hop).rate_bps
-            if rate is not None:
-                share = rate / fan[hop]
-                rates[src] = min(rates.get(src, share), share)
-    return {fabric.hosts[h].ip: max(1, int(r * HEADROOM)) for h, r in sorted(rates.items())}
+    rates = shared_rates(data_pairs(job), paths.hops, lambda hop: fabric.link_of(*hop).rate_bps)
+    return {fabric.hosts[h].ip: r for h, r in sorted(rates.items())}
 
 
 def send_burst_bytes(job: JobSpec) -> int:

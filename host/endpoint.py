@@ -47,6 +47,7 @@ from dlcp.limits import Limits
 from dlcp.message import Message, MessageKey, MessageSpec
 from dlcp.packetizer import HeaderTemplate
 from dlcp.protocol import CONTROL_PRIORITY, HEADER_SIZE, NUM_DROP_CLASSES, DType, Flag, MessageKind, PacketType, tos_for
+from dlcp.rate_control import first_pass_loss
 from dlcp.wire import Header
 
 log = logging.getLogger(__name__)
@@ -845,7 +846,7 @@ class Endpoint:
         missing = self._missing_from(out.spec, chunks)
         if not out.fed_back:
             out.fed_back = True
-            self.pacer(out.dst).on_feedback(missing.size / out.spec.pkt_count)
+            self.pacer(out.dst).on_feedback(first_pass_loss(missing.tolist(), out.spec.pkt_count))
         missing = self._choose_retransmit(out, missing)
         # One send call's worth goes at once; the rest is owed to the waiting sender thread, which paces it
         # (this thread holds the lock and must not sleep). Unpaced, a controller-paced host's retransmissions

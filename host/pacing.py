@@ -1,11 +1,10 @@
-"""Sender pacing with loss-based AIMD rate control.
+"""Sender pacing: a token bucket at a rate that the core's rate-control rule moves.
 
-DLCP tolerates loss up to a message's bound, so loss alone is not a congestion
-signal: a sender backs off only when the loss a receiver reports for a
-message's first pass exceeds ``decrease_above`` (by default twice the largest
-loss bound, at least 2%). Then the rate halves (multiplicative decrease, down
-to ``min_rate``); every message delivered with less loss adds ``increase``
-bytes/s (additive increase, up to ``max_rate``). This keeps a sender from
+The rule (:mod:`dlcp.rate_control`, shared with the simulator): a sender backs off
+only when the loss a receiver reports for a message's first pass exceeds
+``decrease_above`` (by default twice the largest loss bound, at least 2%), by half
+or, for a controller-paced host, by the loss fraction; every message delivered with
+less loss adds ``increase`` bytes/s, up to ``max_rate``. This keeps a sender from
 pushing an overloaded network into congestion collapse while letting the
 tolerated loss pass without slowing down. A token bucket of ``burst`` bytes
 spaces the sends.
@@ -16,18 +15,23 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from dlcp import rate_control
+from dlcp.rate_control import RateRule, decrease_above
+
+__all__ = ["AimdPacer", "PacingConfig", "decrease_above", "for_host"]
+
 _MIN_SLEEP_S = 1e-3
 """Shorter waits are carried as debt: sleeping that briefly costs more than it spaces."""
 
 
 @dataclass(frozen=True)
 class PacingConfig:
-    max_rate: float = 12.5e9
+    max_rate: float = rate_control.LINE_RATE
     """Bytes per second (100 Gbit/s: effectively unpaced on loopback)."""
-    min_rate: float = 12.5e6
-    increase: float = 125e6
+    min_rate: float = rate_control.MIN_RATE
+    increase: float = rate_control.INCREASE
     """Bytes per second added per message delivered without congestion."""
-    decrease_above: float = 0.02
+    decrease_above: float = rate_control.DECREASE_ABOVE
     """First-pass loss fraction above which the sender halves its rate."""
     burst: int = 1 << 20
     decrease_by_loss: bool = False
@@ -38,17 +42,27 @@ class PacingConfig:
     On a fabric the burst the switches were sized for: a call's packets leave back to back."""
 
     def __post_init__(self) -> None:
-        if not 0 < self.min_rate <= self.max_rate:
-            raise ValueError("pacing needs 0 < min_rate <= max_rate")
-        if not 0 < self.decrease_above < 1:
-            raise ValueError("decrease_above must be in (0, 1)")
+        _ = self.rule  # validates the numbers now, not at the first verdict
+
+    @property
+    def rule(self) -> RateRule:
+        """The core's rate-control rule with these numbers."""
+        return RateRule(self.max_rate, self.min_rate, self.increase, self.decrease_above, self.decrease_by_loss)
+
+    @classmethod
+    def from_rule(cls, rule: RateRule, burst: int = 1 << 20, max_call: int = 0) -> PacingConfig:
+        return cls(
+            max_rate=rule.max_rate, min_rate=rule.min_rate, increase=rule.increase,
+            decrease_above=rule.decrease_above, decrease_by_loss=rule.decrease_by_loss, burst=burst, max_call=max_call,
+        )  # fmt: skip
 
 
 class AimdPacer:
-    __slots__ = ("cfg", "rate", "_tokens", "_last", "decreases")
+    __slots__ = ("cfg", "rule", "rate", "_tokens", "_last", "decreases")
 
     def __init__(self, cfg: PacingConfig) -> None:
         self.cfg = cfg
+        self.rule = cfg.rule
         self.rate = cfg.max_rate
         self._tokens = float(cfg.burst)
         self._last = time.perf_counter()
@@ -90,22 +104,9 @@ class AimdPacer:
         self._last = now
 
     def on_feedback(self, first_pass_loss: float) -> None:
-        if first_pass_loss > self.cfg.decrease_above:
-            factor = max(0.5, 1.0 - first_pass_loss) if self.cfg.decrease_by_loss else 0.5
-            self.rate = max(self.cfg.min_rate, self.rate * factor)
-            self.decreases += 1
-        else:
-            self.rate = min(self.cfg.max_rate, self.rate + self.cfg.increase)
-
-
-def decrease_above(largest_bound: float) -> float:
-    """First-pass loss above which a sender slows down: twice the largest loss bound, at least 2%.
-
-    Loss within the bounds is what the receivers accept; on a lossy link (the testbed's 1% random loss)
-    a 2% threshold under a 2% bound halved the rate after about one message in ten, for loss that no
-    pacing removes.
-    """
-    return min(0.5, max(PacingConfig.decrease_above, 2 * largest_bound))
+        """A message's first-pass verdict (:meth:`dlcp.rate_control.RateRule.next_rate`)."""
+        self.decreases += self.rule.congested(first_pass_loss)
+        self.rate = self.rule.next_rate(self.rate, first_pass_loss)
 
 
 def for_host(rate_bps: dict[str, int], burst_bytes: int, host: str, largest_bound: float = 0.0) -> PacingConfig:
@@ -119,12 +120,9 @@ def for_host(rate_bps: dict[str, int], burst_bytes: int, host: str, largest_boun
     starts unpaced (the default rates); ``burst_bytes`` caps its bucket.
     """
     rate = rate_bps.get(host)
-    above = decrease_above(largest_bound)
     if rate is None:
-        return PacingConfig(burst=burst_bytes or PacingConfig.burst, decrease_above=above)
-    top = rate / 8.0
-    default = PacingConfig()
-    return PacingConfig(
-        max_rate=top, min_rate=min(default.min_rate, top / 16), increase=top / 8, decrease_above=above,
-        decrease_by_loss=True, burst=burst_bytes or default.burst, max_call=burst_bytes,
-    )  # fmt: skip
+        return PacingConfig.from_rule(
+            rate_control.unpaced(largest_bound=largest_bound), burst_bytes or PacingConfig.burst
+        )
+    rule = rate_control.paced(rate / 8.0, largest_bound)
+    return PacingConfig.from_rule(rule, burst_bytes or PacingConfig.burst, max_call=burst_bytes)

@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from dlcp import resources
+from dlcp import rate_control, resources
 from dlcp.p4 import sizes
 from dlcp.protocol import NUM_PRIORITY_CLASSES, UDP_PORT, PacketType
-from dlcp.simulations import engine, scenario, workloads
+from dlcp.simulations import engine, pacing, scenario, workloads
 from dlcp.simulations.scenario import Scenario, ScenarioError
 
 log = logging.getLogger(__name__)
@@ -193,14 +193,17 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
     tp = ns.TransportParams()
     tp.payload_bytes = s.dlcp.transport.payload_bytes
     tp.job_id = s.dlcp.job.id
-    tp.max_rate = host_bps / 8
-    # AIMD in the same proportions as host/pacing.py's defaults at 100 Gbit/s, unless the scenario says.
-    tp.min_rate = s.rate.min_bps / 8 or tp.max_rate / 1000
-    tp.increase = s.rate.increase_bps / 8 or tp.max_rate / 100
-    tp.decrease_above = s.rate.decrease_above
+    tp.rate = _rate_rule(ns, s, rate_control.unpaced(host_bps / 8, s.dlcp.policy.largest_bound))
+    if s.host_pacing == "share" and not feat.srpt:
+        shares = pacing.host_rates(fabric, traffic)
+        tp.host_rates = [
+            _rate_rule(ns, s, rate_control.paced(shares[h] / 8, s.dlcp.policy.largest_bound))
+            if h in shares
+            else tp.rate
+            for h in range(fabric.hosts)
+        ]
     tp.wire_overhead = WIRE_OVERHEAD
     tp.pace_retx = s.retransmissions == "paced"
-    tp.per_round_aimd = s.rate_control == "per_round"
     tp.initial_rto = s.probe_timeout_us * 1e-6
     tp.max_rto = s.max_probe_timeout_us * 1e-6
     if feat.srpt:
@@ -209,7 +212,9 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
         # pFabric's transport: line rate always (its priorities, not the senders, share the
         # bottleneck; it backs off only after repeated timeouts, not modelled), and a fixed
         # timeout of about 3 round trips (Alizadeh et al. 2013, section 4.2).
-        tp.decrease_above = 1.0
+        line = tp.rate
+        line.decrease_above = 1.0  # never a congestion verdict
+        tp.rate = line
         tp.initial_rto = tp.max_rto = PFABRIC_RTO_RTTS * base_rtt_s(s)
     sim.SetTransport(tp)
     mss = s.topology.mtu - 20 - 20 - 12  # IPv4, TCP and the timestamp option
@@ -262,6 +267,17 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
         "port_model": bool(sim.UsesPortModel()),
         "memory_estimate_mb": round(est),
     }
+    return out
+
+
+def _rate_rule(ns: Any, s: Scenario, rule: rate_control.RateRule) -> Any:
+    """The core's rule as the simulator's ``RateRule``, with the scenario's ``[rate]`` overrides."""
+    out = ns.RateRule()
+    out.max_rate = rule.max_rate
+    out.min_rate = min(rule.max_rate, s.rate.min_bps / 8 or rule.min_rate)
+    out.increase = s.rate.increase_bps / 8 or rule.increase
+    out.decrease_above = s.rate.decrease_above or rule.decrease_above
+    out.decrease_by_loss = rule.decrease_by_loss
     return out
 
 
@@ -343,12 +359,16 @@ def summarise(s: Scenario, sim: Any, traffic: workloads.Traffic, njobs: int) -> 
         "switch_dropped": int(sw.switch_dropped),
         "per_class": per_class,
     }
+    hosts = s.topology.fabric().hosts
     return {
         "scenario": s.name,
         "baseline": s.baseline,
         "seed": s.seed,
-        "hosts": s.topology.fabric().hosts,
+        "hosts": hosts,
         "sim_time_s": float(sim.Now()),
+        # Every DLCP sender's rate where its rate control left it (bits/s, host order): a paced sender
+        # starts at its share, an unpaced one at the line.
+        "host_rate_bps": [round(float(sim.HostRate(h)) * 8) for h in range(hosts)],
         "flows": flows,
         "jobs": jobs,
         "counters": counters,

@@ -9,7 +9,7 @@ A scenario describes one simulation::
     ports = "dlcp"             # dlcp (DLCP's port model where it applies) | ns3 (ns-3's devices and queue discs)
     stop_s = 0.05              # simulated-time limit
     retransmissions = "paced"  # paced | burst (the host stack's)
-    rate_control = "per_round" # per_round | host (AIMD on the first pass only, host/pacing.py)
+    host_pacing = "share"      # share (each DLCP sender at its share of the fabric, as the controller paces) | line
     probe_timeout_us = 1000.0  # DLCP's first probe timeout, doubling up to max_probe_timeout_us
 
     [topology]                 # leaf_spine | fat_tree | star (hosts, host_down_gbps, bottleneck_host, bottleneck_gbps)
@@ -28,7 +28,8 @@ A scenario describes one simulation::
     congestion_action = "drop"   # drop | trim
     drop_thresholds = [32, 16, 8]  # drop classes 1..3
 
-    [rate]                     # DLCP senders' AIMD: min_bps, increase_bps (0: by the host link), decrease_above
+    [rate]                     # overrides of the rate rule's numbers (dlcp/rate_control.py): min_bps, increase_bps,
+                               # decrease_above (0: the rule's own)
 
     [dlcp]                     # a DLCP job file's tables: policy, transport (docs/configuration.md)
     [dlcp.transport]
@@ -156,14 +157,14 @@ class TcpSpec:
 
 @dataclass(frozen=True)
 class RateSpec:
-    """DLCP senders' AIMD numbers (docs/transport.md section 3); 0: in proportion to the host link."""
+    """Overrides of the DLCP senders' rate-control numbers (:mod:`dlcp.rate_control`); 0: the rule's own."""
 
     min_bps: float = 0.0
-    """The lowest rate (0: a thousandth of the host link)."""
+    """The lowest rate (0: a thousandth of the host link; a paced sender's: the rule's, ``paced``)."""
     increase_bps: float = 0.0
-    """The additive step per clean verdict (0: a hundredth of the host link)."""
-    decrease_above: float = 0.02
-    """The loss fraction of a verdict above which the rate halves."""
+    """The additive step per clean verdict (0: a hundredth of the host link; 1/8 of a paced sender's share)."""
+    decrease_above: float = 0.0
+    """The loss fraction of a verdict above which the rate falls (0: twice the policy's largest bound, >= 2%)."""
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,10 @@ class Workload:
     servers: int = 1
     iterations: int = 1
     bucket_bytes: int = 0
+    partition_bytes: int = 0
+    """ps / ring: a layer larger than this is cut into parts of at most this many bytes before the layers are
+    bucketed (BytePS's ``BYTEPS_PARTITION_BYTES``, MXNet's big-array split), so that a PS spreads one large
+    layer over several servers rather than serving it whole from one; 0: layers whole."""
     max_buckets: int = 0
     """ps / ring: only the first (front) buckets of the model, for small runs; 0: all of it."""
     gpu_tflops: float = 100.0
@@ -216,10 +221,10 @@ class Scenario:
     retransmissions: Literal["paced", "burst"] = "paced"
     """DLCP senders: retransmissions paced at the sender's rate ahead of first passes, or sent at once
     (as the host stack's receive thread does)."""
-    rate_control: Literal["per_round", "host"] = "per_round"
-    """DLCP senders' AIMD: on the verdict of every round of a message (first pass, then each
-    retransmission round), cutting to the share that got through and raising by a quarter; or
-    ``host``: the host stack's rule (host/pacing.py), the first pass's verdict only, halve or add."""
+    host_pacing: Literal["share", "line"] = "share"
+    """DLCP senders start at (and never exceed) their share of the narrowest port their data crosses, 95% of
+    it, as the controller paces the testbed's hosts (:mod:`dlcp.simulations.pacing`); or ``line``: at the
+    host's line rate, halving on congestion (an unpaced host). The pfabric baseline is always at the line."""
     probe_timeout_us: float = 1000.0
     """DLCP senders' first probe timeout (it doubles on silence up to ``max_probe_timeout_us``); the host
     stack's is 10 ms (host/endpoint.py), sized for loopback and namespaces, not for 100 Gbit/s fabrics.
@@ -369,8 +374,8 @@ def validate(s: Scenario) -> Scenario:
     _positive("tcp.min_rto_us", s.tcp.min_rto_us)
     _positive("rate.min_bps", s.rate.min_bps, allow_zero=True)
     _positive("rate.increase_bps", s.rate.increase_bps, allow_zero=True)
-    if not 0 < s.rate.decrease_above < 1:
-        raise ScenarioError(f"rate.decrease_above: must be in (0, 1), got {s.rate.decrease_above}")
+    if not 0 <= s.rate.decrease_above < 1:
+        raise ScenarioError(f"rate.decrease_above: must be in [0, 1) (0: the rule's), got {s.rate.decrease_above}")
     _positive("tcp.buffer_bytes", s.tcp.buffer_bytes)
     if not s.workload:
         raise ScenarioError("workload: a scenario needs at least one [[workload]]")
@@ -423,6 +428,7 @@ def _check_job(w: Workload, path: str, hosts: int) -> None:
     _positive(f"{path}.iterations", w.iterations)
     _positive(f"{path}.bucket_bytes", w.bucket_bytes, allow_zero=True)
     _positive(f"{path}.max_buckets", w.max_buckets, allow_zero=True)
+    _positive(f"{path}.partition_bytes", w.partition_bytes, allow_zero=True)
     _positive(f"{path}.gpu_tflops", w.gpu_tflops)
     _positive(f"{path}.compute_us", w.compute_us, allow_zero=True)
     _positive(f"{path}.batch", w.batch)

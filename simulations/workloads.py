@@ -164,13 +164,17 @@ def generate(
     return traffic
 
 
-def buckets(model: str, bucket_bytes: int) -> list[tuple[int, float]]:
-    """(bytes, forward FLOPs per sample) per bucket of consecutive layers, forward order (fp32 gradients)."""
+def buckets(model: str, bucket_bytes: int, partition_bytes: int = 0) -> list[tuple[int, float]]:
+    """(bytes, forward FLOPs per sample) per bucket of consecutive layers, forward order (fp32 gradients).
+
+    Layers of more than ``partition_bytes`` (if set) are first cut into parts of at most that size, their
+    FLOPs shared by bytes.
+    """
     out: list[tuple[int, float]] = []
     cur_b, cur_f = 0, 0.0
-    for layer in models.layers(model):
-        cur_b += layer.params * 4
-        cur_f += layer.flops
+    for nbytes, flops in _partitions(model, partition_bytes):
+        cur_b += nbytes
+        cur_f += flops
         if cur_b >= bucket_bytes:
             out.append((cur_b, cur_f))
             cur_b, cur_f = 0, 0.0
@@ -179,8 +183,21 @@ def buckets(model: str, bucket_bytes: int) -> list[tuple[int, float]]:
     return out
 
 
+def _partitions(model: str, partition_bytes: int) -> list[tuple[int, float]]:
+    out: list[tuple[int, float]] = []
+    for layer in models.layers(model):
+        nbytes = layer.params * 4
+        n = -(-nbytes // partition_bytes) if partition_bytes else 1
+        for i in range(n):
+            part = nbytes * (i + 1) // n - nbytes * i // n
+            out.append((part, layer.flops * part / nbytes if nbytes else layer.flops / n))
+    return out
+
+
 def _job(w: Workload, transport: int, policy: Policy, start: float, f: Features) -> Job:
-    parts = [(b, float(b)) for b in w.layer_bytes] if w.layer_bytes else buckets(w.model, w.bucket_bytes)
+    parts = (
+        [(b, float(b)) for b in w.layer_bytes] if w.layer_bytes else buckets(w.model, w.bucket_bytes, w.partition_bytes)
+    )
     if w.max_buckets:
         parts = parts[: w.max_buckets]
     n = len(parts)

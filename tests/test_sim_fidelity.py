@@ -15,7 +15,6 @@ from sim_support import needs_ns3
 
 from dlcp.bench import fidelity
 from dlcp.bench.testbed import SCENARIOS
-from dlcp.host.pacing import PacingConfig
 from dlcp.host.train import param_count
 from dlcp.simulations import runner, scenario, workloads
 
@@ -39,13 +38,13 @@ def test_sim_table_is_the_testbed_fabric_and_job() -> None:
     assert (t.kind, t.hosts, t.bottleneck_host, t.bottleneck_gbps, t.host_down_gbps) == ("star", 4, 3, 0.2, 1.0)
     assert ps.switch.buffer_packets == 262144 // (8192 + 40 + 8 + 20 + 14)  # 256 KiB in frames
     assert (ps.baseline, ring.baseline) == ("dlcp", "tcp")
-    assert (ps.retransmissions, ps.rate_control) == ("burst", "host")  # the host stack as it is
+    assert (ps.retransmissions, ps.host_pacing) == ("paced", "share")  # the host stack's rules, paced as on the testbed
     assert ps.probe_timeout_us == 10_000 and ring.tcp.min_rto_us == 200_000
     feat = ps.features
     job = workloads.generate(ps.workload, 4, 10e9, feat, ps.dlcp.policy, 1).jobs[0]
     assert (job.workers, job.servers, job.iterations) == ((1, 2), (3,), 2048 // 96)
     assert job.layer_bytes == (4 * param_count("mlp"),)  # one DDP bucket of float32 gradients
-    assert ps.rate.increase_bps == 8 * PacingConfig().increase  # the host's AIMD numbers
+    assert ps.rate == scenario.RateSpec()  # the core's rule, as the host's (no overrides)
     assert math.isclose(sum(job.forward_s) + sum(job.backward_s), 1e-3)
     rjob = workloads.generate(ring.workload, 4, 10e9, ring.features, ring.dlcp.policy, 1).jobs[0]
     assert rjob.workers == (1, 2, 3)

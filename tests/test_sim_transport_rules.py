@@ -9,6 +9,7 @@ from typing import Any
 
 from sim_support import needs_ns3
 
+from dlcp.rate_control import HEADROOM
 from dlcp.simulations import runner
 
 pytestmark = [needs_ns3]
@@ -33,7 +34,8 @@ def selective_drops(r: dict[str, Any]) -> int:
 def test_a_message_whose_bound_covers_no_packet_is_sent_protected() -> None:
     # 1% of 50 packets is half a packet: every packet drop class 0, nothing for the switch to cut;
     # 1% of 200 packets is 2: half the packets eligible, and a 6:1 incast cuts them.
-    small, large = runner.run(incast(50)), runner.run(incast(200))
+    # Senders at the line: paced at their share they would give the switch nothing to cut.
+    small, large = runner.run(incast(50, host_pacing="line")), runner.run(incast(200, host_pacing="line"))
     assert selective_drops(small) == 0
     assert selective_drops(large) > 0
     assert small["flows"]["gradient"]["completed"] == large["flows"]["gradient"]["completed"] == 6
@@ -52,14 +54,18 @@ def test_pfabric_times_out_in_round_trips_not_milliseconds() -> None:
     assert g["fct_p99_s"] < 3e-3, g["fct_p99_s"]
 
 
-def test_rate_control_reacts_to_retransmission_rounds() -> None:
-    # Two incasts in a row: under the host's rule (first pass only, +1% per clean message) the
-    # senders enter the second incast about as fast as the first; under the simulator's (every
-    # round) the retransmission rounds' losses cut them further, so the second incast loses less.
-    def retransmitted(rule: str) -> int:
-        t = incast(200, rate_control=rule)
-        t["workload"][0] |= {"rounds": 2, "gap_us": 2000}
-        r = runner.run(t)
-        return int(r["flows"]["gradient"]["retransmitted_packets"])
-
-    assert retransmitted("per_round") < retransmitted("host")
+def test_senders_paced_at_their_share_do_not_overflow_an_incast() -> None:
+    # 6 senders x 200 packets into one 100 Gbit/s port: at the line the first pass overflows it and
+    # is retransmitted; paced at a sixth of the port (95% of it) nothing is lost and the incast ends
+    # within 10% of the port's own time for the bytes.
+    paced, line = runner.run(incast(200)), runner.run(incast(200, host_pacing="line"))
+    assert line["flows"]["gradient"]["retransmitted_packets"] > 0, "unpaced, the incast must overflow"
+    g = paced["flows"]["gradient"]
+    assert g["completed"] == 6 and g["retransmitted_packets"] == 0
+    assert sum(paced["counters"]["per_class"]["dropped"]) == sum(paced["counters"]["per_class"]["overflow"]) == 0
+    ideal = 6 * 200 * 8192 * 8 / 100e9
+    assert ideal < g["fct_max_s"] < 1.1 * ideal / 0.95, g["fct_max_s"]
+    assert g["fct_max_s"] < line["flows"]["gradient"]["fct_max_s"]
+    share = int(100e9 / 6 * HEADROOM)
+    senders = [h for h, r in enumerate(paced["host_rate_bps"]) if r != 100e9]
+    assert len(senders) == 6 and all(abs(paced["host_rate_bps"][h] - share) <= 8 for h in senders), "at their share"

@@ -29,7 +29,8 @@ INCAST = {"type": "incast", "senders": 8, "bytes": 400_000, "rounds": 2, "gap_us
 
 def test_conservation_sent_equals_received_plus_dropped() -> None:
     # DLCP only (no TCP), a harsh incast with selective drops and overflow; the run ends idle.
-    r = runner.run(table(switch={"buffer_packets": 64, "drop_thresholds": [8]}, workload=[INCAST]))
+    # Senders at the line (paced at their share, the default, this incast would lose nothing).
+    r = runner.run(table(switch={"buffer_packets": 64, "drop_thresholds": [8]}, workload=[INCAST], host_pacing="line"))
     c = r["counters"]
     sent = c["dlcp_data_sent"] + c["dlcp_control_sent"]
     received = c["dlcp_data_received"] + c["dlcp_trimmed_received"] + c["dlcp_control_received"]
@@ -42,7 +43,11 @@ def test_conservation_sent_equals_received_plus_dropped() -> None:
 def test_lone_flow_at_line_rate_plus_path_latency() -> None:
     size = 4_000_000
     r = runner.run(
-        table(workload=[{"type": "incast", "senders": 1, "receiver": 15, "bytes": size}], dlcp={"policy": {}})
+        table(
+            workload=[{"type": "incast", "senders": 1, "receiver": 15, "bytes": size}],
+            dlcp={"policy": {}},
+            host_pacing="line",  # paced at its share the flow would run at 95% of the port (HEADROOM)
+        )
     )
     f = r["flows"]["gradient"]
     assert f["completed"] == 1
@@ -69,6 +74,7 @@ def test_priorities_and_selective_drops_as_configured() -> None:
         switch={"buffer_packets": 1000, "drop_thresholds": [4]},
         dlcp={"policy": {"push": {"loss_bound": 0.05}}},
         workload=[front | {"tag": "front"}, back],
+        host_pacing="line",  # a congested class needs senders above their share
     )
     r = runner.run(base)
     pc = r["counters"]["per_class"]

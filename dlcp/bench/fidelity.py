@@ -11,7 +11,8 @@ same star and rates, the switch-to-h1 port shaped, buffers in packets of the bot
 the testbed model's layers (``mlp``, one DDP bucket), web-search flows at the same share of the
 bottleneck, the incast as 128 kB bursts every 50 ms (over TCP: the simulator has no raw UDP
 sender), Linux's 200 ms minimum TCP timeout, the host stack's probe timeouts and its transport
-rules (retransmissions at once, AIMD on the first pass only). The hosts' compute is the one
+rules (paced retransmissions; the core's rate rule on each first pass, every DLCP sender paced at
+its share of the bottleneck as the controller paces it). The hosts' compute is the one
 number the simulator cannot know (on a shared 2-core machine it is mostly Python and CPU
 contention): it is fitted so that the simulated gloo median equals the testbed's, and DLCP's
 times, both tails and the DLCP/TCP ratios are then predictions.
@@ -29,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from dlcp.bench.testbed import GLOO, PS_ON
-from dlcp.host.pacing import PacingConfig
 from dlcp.host.train import TrainConfig, param_count
 from dlcp.protocol import HEADER_SIZE
 from dlcp.units import parse_rate, parse_size
@@ -121,7 +121,6 @@ def sim_table(doc: dict[str, Any], way: str, compute_us: float, seed: int = 1) -
     traffic_s = max(1.0, iterations * (compute_us * 1e-6 + 3 * grad_bytes * 8 / (bottleneck_bps / 10)))
     stop_s = traffic_s + STOP_SLACK_S
     rto, max_rto = _host_probe_timeouts()
-    pacing = PacingConfig()  # the host stack's AIMD numbers
     job: dict[str, Any] = {
         "type": job_type, "layer_bytes": [grad_bytes], "iterations": iterations, "batch": int(train["batch_size"]),
         "compute_us": compute_us, "first_host": 1,
@@ -145,8 +144,7 @@ def sim_table(doc: dict[str, Any], way: str, compute_us: float, seed: int = 1) -
         "seed": seed,
         "baseline": baseline,
         "stop_s": stop_s,
-        "retransmissions": "burst",
-        "rate_control": "host",
+        "host_pacing": "share",  # the controller paces the testbed's hosts at their share (the rule's numbers)
         "probe_timeout_us": rto * 1e6,
         "max_probe_timeout_us": max_rto * 1e6,
         "topology": {
@@ -162,11 +160,6 @@ def sim_table(doc: dict[str, Any], way: str, compute_us: float, seed: int = 1) -
         # The software switch marks no ECN: every TCP (gloo's, the background's) is loss-driven.
         "switch": {"buffer_packets": buffer_packets, "ecn_threshold_packets": 0},
         "tcp": {"variant": "newreno", "min_rto_us": LINUX_MIN_RTO_US},
-        "rate": {
-            "min_bps": pacing.min_rate * 8,
-            "increase_bps": pacing.increase * 8,
-            "decrease_above": pacing.decrease_above,
-        },
         "dlcp": {"transport": {"payload_bytes": payload}, "policy": {"push": {"loss_bound": train["loss_bound"]}}},
         "workload": loads,
     }

@@ -116,6 +116,8 @@ class Simulation
     HostCounters Hosts() const;
     SwitchTotals Switches() const;
     uint64_t Events() const;
+    /** A DLCP host's sending rate now, bytes/s (after Run: where its rate control left it). */
+    double HostRate(uint32_t host) const;
     double Now() const;
 
   private:

@@ -970,6 +970,12 @@ Simulation::Switches() const
     return t;
 }
 
+double
+Simulation::HostRate(uint32_t host) const
+{
+    return m_impl->hosts.at(host)->Rate();
+}
+
 uint64_t
 Simulation::Events() const
 {

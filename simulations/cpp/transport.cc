@@ -84,7 +84,13 @@ DlcpHost::Configure(uint32_t rank,
     m_records = records;
     m_counters = counters;
     m_rng.seed(seed);
-    m_rate = params.max_rate;
+    m_phaseRng.seed(seed ^ 0x9e3779b97f4a7c15ULL); // its own stream: the drop classes' draws stay as they were
+    if (!params.host_rates.empty())
+    {
+        m_params.rate = params.host_rates.at(rank);
+        m_params.host_rates.clear(); // one copy of every host's rule per host is 1,024 x 1,024 at scale
+    }
+    m_rate = m_params.rate.max_rate;
 }
 
 void
@@ -191,6 +197,15 @@ DlcpHost::Kick()
     }
     m_txScheduled = true;
     Time now = Simulator::Now();
+    if (m_nextTx <= now && m_params.phase_jitter)
+    {
+        // An idle sender starts at a random point of its first packet's interval: real hosts are not
+        // phase-locked, but simulated ones with the same compute start a layer's pushes at the same
+        // nanosecond, and paced at the same rate they stay aligned, every packet a burst of all of them.
+        double interval = (m_params.payload_bytes + dlcp::HEADER_SIZE + dlcp::UDP_HEADER_SIZE +
+                           m_params.wire_overhead) / m_rate;
+        m_nextTx = now + Seconds(std::uniform_real_distribution<double>(0.0, interval)(m_phaseRng));
+    }
     Simulator::Schedule(m_nextTx > now ? m_nextTx - now : Time(0), &DlcpHost::TxLoop, this);
 }
 
@@ -319,7 +334,12 @@ DlcpHost::SendControl(const uint8_t* tmpl, uint8_t type, uint32_t dst, uint32_t 
     h.SetType(type);
     h.Set(dlcp::OFF_LENGTH, dlcp::SIZE_LENGTH, len);
     h.Set(dlcp::OFF_FLAGS, dlcp::SIZE_FLAGS, flags);
-    h.Set(dlcp::OFF_PRIORITY, dlcp::SIZE_PRIORITY, dlcp::CONTROL_PRIORITY);
+    if (type != dlcp::TYPE_PROBE)
+    {
+        // A PROBE keeps its data's priority (the template's), as the host's does (docs/transport.md): in the
+        // control class it overtook its own message's queued tail, whose packets the reply then named missing.
+        h.Set(dlcp::OFF_PRIORITY, dlcp::SIZE_PRIORITY, dlcp::CONTROL_PRIORITY);
+    }
     h.Set(dlcp::OFF_DROP_CLASS, dlcp::SIZE_DROP_CLASS, 0);
     h.Set(dlcp::OFF_SEQ, dlcp::SIZE_SEQ, seq);
     h.Set(dlcp::OFF_OFFSET, dlcp::SIZE_OFFSET, offset);
@@ -554,7 +574,7 @@ DlcpHost::OnReply(const uint8_t* h, Ptr<Packet> p)
         }
         m.stopped = true;
         Simulator::Cancel(m.timer);
-        if (!m.fed_back || (m_params.per_round_aimd && !m.last_round.empty()))
+        if (!m.fed_back)
         {
             m.fed_back = true;
             Feedback(0.0);
@@ -601,19 +621,8 @@ DlcpHost::OnReply(const uint8_t* h, Ptr<Packet> p)
     if (!m.fed_back)
     {
         m.fed_back = true;
-        Feedback(static_cast<double>(missing.size()) / n);
+        Feedback(FirstPassLoss(missing, n)); // the first pass's verdict, as the host's (rate_control.h)
     }
-    else if (m_params.per_round_aimd && !m.last_round.empty())
-    {
-        // The verdict on the latest round: the share of its packets still missing.
-        size_t lost = 0;
-        for (uint32_t seq2 : m.last_round)
-        {
-            lost += have[seq2] ? 0 : 1;
-        }
-        Feedback(static_cast<double>(lost) / m.last_round.size());
-    }
-    m.last_round.clear();
     // What to retransmit (host/endpoint.py _choose_retransmit): the missing packets beyond
     // what the bound may leave out, plus a margin of a quarter, protected classes first.
     int64_t allowed = s.MaxMissingElems() / s.elems_per_packet;
@@ -640,7 +649,6 @@ DlcpHost::OnReply(const uint8_t* h, Ptr<Packet> p)
         Probe(m);
         return;
     }
-    m.last_round = missing;
     if (!m_params.pace_retx)
     {
         uint64_t left = static_cast<uint64_t>(missing.size()) * m_params.payload_bytes;
@@ -667,26 +675,7 @@ DlcpHost::OnReply(const uint8_t* h, Ptr<Packet> p)
 void
 DlcpHost::Feedback(double loss)
 {
-    if (!m_params.per_round_aimd)
-    {
-        // host/pacing.py: halve on a lossy first pass, add `increase` on a clean one.
-        m_rate = loss > m_params.decrease_above ? std::max(m_params.min_rate, m_rate / 2)
-                                                : std::min(m_params.max_rate, m_rate + m_params.increase);
-        return;
-    }
-    if (loss > m_params.decrease_above)
-    {
-        // Halve, as the host does, but on every round: retransmitting at the rate that lost the first
-        // pass loses the retransmissions too. (Cutting to the share that got through, 1 - loss, measured
-        // worse: compounded over rounds it leaves a sender near min_rate for its next message.)
-        m_rate = std::max(m_params.min_rate, m_rate / 2);
-    }
-    else
-    {
-        // Back up by a quarter per clean verdict: at +1% of the line rate per message a sender cut
-        // to a quarter by one incast would need 75 messages to recover.
-        m_rate = std::min(m_params.max_rate, m_rate * 1.25 + m_params.increase);
-    }
+    m_rate = m_params.rate.Next(m_rate, loss); // the core's rule (rate_control.h)
 }
 
 } // namespace dlcpsim

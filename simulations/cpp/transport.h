@@ -5,9 +5,9 @@
 // doubling timeout, and loss-based AIMD on each verdict.
 // Retransmissions are paced like first passes (at the host's current rate, ahead
 // of them), not sent as a burst: a burst of top-class packets from many senders
-// fills a switch buffer with packets nothing can push out. The rate reacts to
-// every round's verdict, not only the first pass's (TransportParams::per_round_aimd;
-// the host stack's rule is the other setting, for comparison with the testbed).
+// fills a switch buffer with packets nothing can push out. The rate follows the
+// core's rule (rate_control.h, dlcp/rate_control.py) on each message's first-pass
+// verdict, as the host stack does.
 // Completion follows the core's rule (message_state.h).
 #pragma once
 
@@ -102,7 +102,6 @@ class DlcpHost : public ns3::Application
         ns3::EventId timer;
         std::vector<std::pair<uint32_t, std::vector<uint8_t>>> pending; // BITMAP chunks
         std::deque<uint32_t> retx; // packets to retransmit, paced by TxLoop
-        std::vector<uint32_t> last_round; // the packets of the latest retransmission round (sorted)
         bool retx_queued = false;  // in m_retxFifo
         std::function<void()> on_acked;
     };
@@ -149,6 +148,7 @@ class DlcpHost : public ns3::Application
     ns3::Ptr<ns3::Socket> m_socket;
     Output m_output;
     std::mt19937_64 m_rng;
+    std::mt19937_64 m_phaseRng;
 
     std::unordered_map<uint64_t, std::unique_ptr<TxMsg>> m_tx;   // by (own rank, msg_id)
     std::array<std::deque<uint64_t>, dlcp::NUM_PRIORITY_CLASSES> m_firstPass; // FIFO per priority

@@ -1,6 +1,8 @@
 // Plain types shared by the ns-3 components and the Python-facing API (no ns-3 headers here).
 #pragma once
 
+#include "rate_control.h"
+
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -53,10 +55,10 @@ struct TransportParams
     uint32_t elem_size = 4;
     uint16_t job_id = 1;
     uint32_t token = 0x5eed;
-    double max_rate = 12.5e9; // bytes/s
-    double min_rate = 12.5e6;
-    double increase = 125e6;
-    double decrease_above = 0.02;
+    // Every sender's rate-control rule (dlcp/rate_control.py; a sender starts at its max_rate), or, when
+    // not empty, each host's own (index: host), as the controller paces each host at its share of the fabric.
+    RateRule rate;
+    std::vector<RateRule> host_rates;
     double initial_rto = 1e-3;
     double max_rto = 20e-3;
     uint32_t wire_overhead = 0; // bytes added below UDP per packet (IPv4 + link)
@@ -68,13 +70,9 @@ struct TransportParams
     // Retransmissions paced like first passes (true), or sent at once as the host stack's
     // receive thread does (false; charged to the pacer either way).
     bool pace_retx = true;
-    // Rate control on every verdict of a message (true): the first pass's, then each retransmission
-    // round's (the share of that round's packets still missing); a lossy verdict halves the rate, a
-    // clean one raises it by a quarter plus `increase`. Or (false) the host stack's rule
-    // (host/pacing.py): the first pass's verdict only, halve or add `increase`. With the host's rule
-    // N senders retransmitting at full rate into one port overflow its top class round after round,
-    // and a sender halved twice by one incast takes ~75 messages to recover (docs/simulations.md).
-    bool per_round_aimd = true;
+    // An idle sender's next packet waits a random part of one packet's time at its rate (senders are not
+    // phase-locked; docs/simulations.md, "Host pacing").
+    bool phase_jitter = true;
 };
 
 } // namespace dlcpsim

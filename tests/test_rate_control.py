@@ -1,0 +1,138 @@
+"""The one rate-control rule (dlcp/rate_control.py): its numbers, the host's pacer and the simulator's C++ apply it.
+
+The differential test feeds the same random sequences of (rule, loss verdicts) to the Python rule and to
+the simulator's ``RateRule`` (simulations/cpp/rate_control.h, through cppyy as the simulator loads it)
+and requires the same rate after every verdict, bit for bit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sim_support import needs_ns3
+
+from dlcp import rate_control
+from dlcp.host.pacing import AimdPacer, PacingConfig
+from dlcp.rate_control import RateRule
+
+MB = 1e6
+
+losses = st.lists(
+    st.one_of(st.sampled_from([0.0, 0.02, 0.0200001, 0.04, 0.5, 0.6, 1.0]), st.floats(0.0, 1.0)), max_size=60
+)
+
+
+@st.composite
+def rules(draw: st.DrawFn) -> RateRule:
+    max_rate = draw(st.floats(1e3, 1e11))
+    return RateRule(
+        max_rate=max_rate,
+        min_rate=draw(st.floats(1.0, max_rate)),
+        increase=draw(st.floats(0.0, max_rate)),
+        decrease_above=draw(st.floats(0.001, 0.5)),
+        decrease_by_loss=draw(st.booleans()),
+    )
+
+
+def python_rates(rule: RateRule, seq: list[float]) -> list[float]:
+    rate, out = rule.max_rate, []
+    for loss in seq:
+        rate = rule.next_rate(rate, loss)
+        out.append(rate)
+    return out
+
+
+def test_a_lossy_verdict_halves_or_cuts_by_the_loss_and_a_clean_one_adds() -> None:
+    halve = RateRule(max_rate=100 * MB, min_rate=10 * MB, increase=5 * MB, decrease_above=0.02)
+    assert halve.next_rate(100 * MB, 0.1) == 50 * MB
+    assert halve.next_rate(100 * MB, 0.02) == 100 * MB, "loss at the threshold is not congestion"
+    assert halve.next_rate(12 * MB, 0.9) == 10 * MB, "never below min_rate"
+    assert halve.next_rate(50 * MB, 0.0) == 55 * MB
+    assert halve.next_rate(99 * MB, 0.0) == 100 * MB, "never above max_rate"
+    by_loss = RateRule(max_rate=100 * MB, min_rate=1 * MB, increase=5 * MB, decrease_above=0.02, decrease_by_loss=True)
+    assert by_loss.next_rate(100 * MB, 0.1) == pytest.approx(90 * MB)
+    assert by_loss.next_rate(100 * MB, 0.8) == 50 * MB, "at most halving"
+
+
+def test_paced_and_unpaced_numbers() -> None:
+    share = 95e6 / 8
+    p = rate_control.paced(share, largest_bound=0.035)
+    assert (p.max_rate, p.min_rate, p.increase, p.decrease_above, p.decrease_by_loss) == (
+        share, share / 16, share / 8, 0.07, True,
+    )  # fmt: skip
+    u = rate_control.unpaced()
+    assert (u.max_rate, u.min_rate, u.increase, u.decrease_above, u.decrease_by_loss) == (
+        12.5e9, 12.5e6, 125e6, 0.02, False,
+    )  # fmt: skip
+    assert rate_control.unpaced(12.5e9 / 2).increase == 125e6 / 2, "in proportion to the line"
+    with pytest.raises(ValueError, match="min_rate"):
+        RateRule(max_rate=1.0, min_rate=2.0, increase=0.0)
+
+
+def test_first_pass_loss_counts_holes_not_the_tail_still_queued() -> None:
+    assert rate_control.first_pass_loss([], 16) == 0.0
+    assert rate_control.first_pass_loss([14, 15], 16) == 0.0, "the tail after the last received: still queued"
+    assert rate_control.first_pass_loss([3, 9, 15], 16) == 2 / 16
+    assert rate_control.first_pass_loss([3, 14], 16) == 2 / 16, "15 arrived: 14 is a hole"
+    assert rate_control.first_pass_loss(list(range(16)), 16) == 1.0, "nothing arrived: all lost"
+
+
+def test_shared_rates_is_a_port_over_its_distinct_senders() -> None:
+    # Three workers into one server's 100-unit port (a second message of w1 does not count twice); the
+    # server's pulls cross only unshaped ports.
+    hops = {("w1", "s"): ["s-port"], ("w2", "s"): ["s-port"], ("w3", "s"): ["s-port", "leaf-up"]}
+    rates = {"s-port": 100.0, "leaf-up": 20.0}
+    pairs = [*hops, ("w1", "s"), ("s", "w1")]
+    got = rate_control.shared_rates(pairs, lambda a, b: hops.get((a, b), ["w-port"]), rates.get)
+    assert got == {"w1": int(100 / 3 * 0.95), "w2": int(100 / 3 * 0.95), "w3": int(20 * 0.95)}
+
+
+@given(rules(), losses)
+def test_the_host_pacer_follows_the_rule(rule: RateRule, seq: list[float]) -> None:
+    pacer = AimdPacer(PacingConfig.from_rule(rule))
+    got = []
+    for loss in seq:
+        pacer.on_feedback(loss)
+        got.append(pacer.rate)
+    assert got == python_rates(rule, seq)
+    assert pacer.decreases == sum(rule.congested(x) for x in seq)
+
+
+@pytest.fixture(scope="module")
+def ns() -> Any:
+    from dlcp.simulations import engine
+
+    return engine.load()
+
+
+@needs_ns3
+@settings(max_examples=300, deadline=None)
+@given(rules(), losses)
+def test_simulator_rule_is_the_core_rule(ns: Any, rule: RateRule, seq: list[float]) -> None:
+    cpp = ns.RateRule()
+    cpp.max_rate, cpp.min_rate, cpp.increase = rule.max_rate, rule.min_rate, rule.increase
+    cpp.decrease_above, cpp.decrease_by_loss = rule.decrease_above, rule.decrease_by_loss
+    rate, got = cpp.max_rate, []
+    for loss in seq:
+        assert bool(cpp.Congested(loss)) == rule.congested(loss)
+        rate = cpp.Next(rate, loss)
+        got.append(rate)
+    assert got == python_rates(rule, seq)
+
+
+@st.composite
+def bitmaps(draw: st.DrawFn) -> tuple[list[int], int]:
+    n = draw(st.integers(1, 64))
+    have = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    return [i for i, h in enumerate(have) if not h], n
+
+
+@needs_ns3
+@settings(max_examples=300, deadline=None)
+@given(bitmaps())
+def test_simulator_first_pass_loss_is_the_cores(ns: Any, case: tuple[list[int], int]) -> None:
+    missing, n = case
+    assert ns.FirstPassLoss(missing, n) == rate_control.first_pass_loss(missing, n)

@@ -1,0 +1,43 @@
+"""Host pacing in the simulator: each DLCP sender's share of the fabric, by the core's computation."""
+
+from __future__ import annotations
+
+from dlcp.rate_control import HEADROOM
+from dlcp.simulations import pacing, topology, workloads
+
+
+def test_ps_workers_share_a_server_port_and_servers_a_worker_port() -> None:
+    fabric = topology.leaf_spine(2, 2, 8, 100.0, 100.0, 1e-6)
+    job = workloads.Job(
+        mode=0, transport=workloads.DLCP, tag="ps", workers=(0, 1, 2, 9), servers=(4, 12), layer_bytes=(1,),
+        forward_s=(0.0,), backward_s=(0.0,), priority=(0,), push_bound=(0.0,), pull_bound=(0.0,),
+        push_drop_fractions=(1.0,), pull_drop_fractions=(1.0,), iterations=1, start_s=0.0,
+    )  # fmt: skip
+    tcp = workloads.Message(src=7, dst=4, start_s=0.0, bytes=1, transport=workloads.TCP, tag="bg")
+    rates = pacing.host_rates(fabric, workloads.Traffic(messages=[tcp], jobs=[job]))
+    # Four workers meet at each server's port; two servers at each worker's, which is server 12's share;
+    # server 4 shares leaf 0's uplinks with workers 0, 1 and 2 (all four send to leaf 1). TCP is not paced.
+    quarter, half = int(100e9 / 4 * HEADROOM), int(100e9 / 2 * HEADROOM)
+    assert rates == {0: quarter, 1: quarter, 2: quarter, 9: quarter, 4: quarter, 12: half}
+
+
+def test_a_narrow_fabric_link_is_the_share() -> None:
+    # Two leaves joined by one 10 Gbit/s spine: three senders on leaf 0 into one receiver on leaf 1
+    # share the 10 Gbit/s uplink (a third each), not the receiver's 100 Gbit/s port.
+    fabric = topology.leaf_spine(2, 1, 4, 100.0, 10.0, 1e-6)
+    msgs = [workloads.Message(src=h, dst=5, start_s=0.0, bytes=1, transport=workloads.DLCP, tag="g") for h in (0, 1, 2)]
+    assert pacing.host_rates(fabric, workloads.Traffic(messages=msgs)) == {
+        h: int(10e9 / 3 * HEADROOM) for h in (0, 1, 2)
+    }
+
+
+def test_partitioned_layers_spread_a_model_over_more_buckets() -> None:
+    # ResNet-50's largest layer is 9.4 MB: whole, it is one server's bucket; partitioned at 512 KiB
+    # (as BytePS does), no bucket holds more than a 1 MiB bucket's worth plus one part, and the bytes
+    # and FLOPs are the model's either way.
+    whole = workloads.buckets("resnet50", 1 << 20)
+    parts = workloads.buckets("resnet50", 1 << 20, partition_bytes=1 << 19)
+    assert max(b for b, _ in whole) > 9_000_000
+    assert max(b for b, _ in parts) < (1 << 20) + (1 << 19)
+    assert sum(b for b, _ in parts) == sum(b for b, _ in whole)
+    assert abs(sum(f for _, f in parts) - sum(f for _, f in whole)) < 1e-6 * sum(f for _, f in whole)
