@@ -63,3 +63,23 @@ def test_cpu_per_gbyte_is_reported_for_both_systems_and_grows_with_the_work() ->
         assert r["ratio_cpu_s_per_gbyte_vs_gloo"] == pytest.approx(ratio)
     for name in ("dlcp", "gloo"):
         assert large[name]["cpu_s_per_iteration_median"] > 1.5 * small[name]["cpu_s_per_iteration_median"], name
+
+
+def test_testbed_bench_scenarios_the_cli_offers_are_the_benchs() -> None:
+    """Every scenario ``dlcp testbed bench --scenario`` accepts exists; the default run carries every goal;
+    ``loss`` runs at the hosts' rate, ``loss-200mbit`` at the incast scenario's bottleneck."""
+    import argparse
+
+    from dlcp.bench import testbed as bench
+    from dlcp.cli.main import build_parser
+
+    parser = build_parser()
+    area = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["testbed"]
+    verbs = next(a for a in area._actions if isinstance(a, argparse._SubParsersAction)).choices
+    (option,) = [a for a in verbs["bench"]._actions if "--scenario" in a.option_strings]
+    assert set(option.choices) == set(bench.SCENARIOS)
+    assert set(bench.DEFAULT_SCENARIOS) <= set(bench.SCENARIOS)
+    assert {s for s, _ in bench.GOALS} <= set(bench.DEFAULT_SCENARIOS)
+    loss, slow, incast = (bench.SCENARIOS[n][0] for n in ("loss", "loss-200mbit", "incast"))
+    assert loss.bottleneck_rate == loss.host_rate and loss.bottleneck_loss == slow.bottleneck_loss == 0.01
+    assert slow.bottleneck_rate == incast.bottleneck_rate != loss.bottleneck_rate

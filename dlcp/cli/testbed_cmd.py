@@ -111,7 +111,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         formatter_class=fmt,
     )
     bb.add_argument("--repeat", type=int, default=2, help="turns of every way in each scenario")
-    bb.add_argument("--scenario", action="append", choices=("incast", "loss"), help="only this one (repeatable)")
+    bb.add_argument(
+        "--scenario", action="append", choices=("incast", "loss", "loss-200mbit"),
+        help="only this one (repeatable; default incast and loss)",
+    )  # fmt: skip
     bb.add_argument("--samples", type=int, default=4096, help="training samples (one epoch)")
     bb.add_argument("--model", choices=("mlp", "mlp-wide"), default="mlp-wide", help="model (dlcp train --model)")
     bb.add_argument("--loss-bound", type=float, default=0.02, help="loss bound of DLCP's gradient messages")
@@ -399,7 +402,7 @@ def _bench(args: argparse.Namespace) -> int:
     require_root()
     folder = new_folder(Path(args.out), "bench")
     _say(f"results folder: {folder}")
-    scenarios = tuple(args.scenario or bench.SCENARIOS)
+    scenarios = tuple(args.scenario or bench.DEFAULT_SCENARIOS)
     report = bench.run(cfg, folder, repeat=args.repeat, scenarios=scenarios, progress=_say)
     (folder / "bench.json").write_text(json.dumps(report, indent=1))
     if args.json:
