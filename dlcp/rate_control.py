@@ -76,10 +76,11 @@ def first_pass_loss(missing: Sequence[int], packets: int) -> float:
     """The verdict :meth:`RateRule.next_rate` takes: the fraction of a pass's ``packets`` known lost.
 
     ``missing`` (ascending) are the packets the receiver's first reply names as not received. Those after
-    the last packet it did receive are not counted: the PROBE that asked travels in the control class and
-    overtakes its own message's data queued at a busy port, so a pass's tail is usually still in a queue,
-    not lost (at 1,024 hosts, counting it cut every paced sender's rate by about a packet's share per
-    message: docs/simulations.md, "One rate-control rule"). A reply naming every packet is a full loss.
+    the last packet it did receive are not counted: they may still be in a queue, not lost. When the PROBE
+    that asks travelled in the control class it overtook its own message's queued data, and counting that
+    tail cut every paced sender's rate by about a packet's share per message at 1,024 hosts
+    (docs/simulations.md, "One rate-control rule"); a PROBE now keeps its data's queue, and the verdict still
+    does not count a tail that is merely late. A reply naming every packet is a full loss.
     """
     if packets <= 0:
         return 0.0
