@@ -79,22 +79,19 @@ PortQueue::Enqueue(Frame&& frame)
     }
     Classified c = m_config->Classify(frame.ip, frame.head, frame.head_len);
     uint32_t occupancy = static_cast<uint32_t>(m_queues[c.queue].size());
-    if (c.drop_eligible)
+    switch (m_config->OnArrival(c, occupancy))
     {
-        const Threshold& t = m_config->thresholds[c.queue][c.drop_class];
-        if (t.action != OnCongestion::ADMIT && occupancy > t.threshold)
-        {
-            if (t.action == OnCongestion::DROP)
-            {
-                m_counters.dropped[c.queue]++;
-                m_lastQueue = -1;
-                m_stats.dropped++;
-                return false;
-            }
-            m_counters.trimmed[c.queue]++;
-            frame.trim = true;
-            return Admit(std::move(frame), dlcp::TRIM_QUEUE);
-        }
+    case OnCongestion::DROP:
+        m_counters.dropped[c.queue]++;
+        m_lastQueue = -1;
+        m_stats.dropped++;
+        return false;
+    case OnCongestion::TRIM:
+        m_counters.trimmed[c.queue]++;
+        frame.trim = true;
+        return Admit(std::move(frame), dlcp::TRIM_QUEUE);
+    case OnCongestion::ADMIT:
+        break;
     }
     if (m_config->ecn_threshold > 0 && occupancy >= m_config->ecn_threshold &&
         frame.ip.GetEcn() != Ipv4Header::ECN_NotECT)

@@ -232,28 +232,25 @@ DlcpQueueDisc::DoEnqueue(Ptr<QueueDiscItem> item)
     uint32_t l4len = p->CopyData(l4, sizeof(l4));
     Classified c = m_config->Classify(ipItem->GetHeader(), l4, l4len);
     uint32_t occupancy = GetInternalQueue(c.queue)->GetNPackets();
-    if (c.drop_eligible)
+    switch (m_config->OnArrival(c, occupancy))
     {
-        const Threshold& t = m_config->thresholds[c.queue][c.drop_class];
-        if (t.action != OnCongestion::ADMIT && occupancy > t.threshold)
+    case OnCongestion::DROP:
+        m_counters.dropped[c.queue]++;
+        m_lastQueue = -1;
+        DropBeforeEnqueue(item, SELECTIVE_DROP);
+        return false;
+    case OnCongestion::TRIM:
+        // The packet goes to TRIM_QUEUE now and is cut to its headers as it leaves (DoDequeue):
+        // ns-3's queue-disc statistics require an enqueued item to keep its size.
+        m_counters.trimmed[c.queue]++;
+        if (!Admit(item, dlcp::TRIM_QUEUE))
         {
-            if (t.action == OnCongestion::DROP)
-            {
-                m_counters.dropped[c.queue]++;
-                m_lastQueue = -1;
-                DropBeforeEnqueue(item, SELECTIVE_DROP);
-                return false;
-            }
-            // Trim: the packet goes to TRIM_QUEUE now and is cut to its headers as it leaves
-            // (DoDequeue): ns-3's queue-disc statistics require an enqueued item to keep its size.
-            m_counters.trimmed[c.queue]++;
-            if (!Admit(item, dlcp::TRIM_QUEUE))
-            {
-                return false;
-            }
-            m_toTrim.insert(item->GetPacket()->GetUid());
-            return true;
+            return false;
         }
+        m_toTrim.insert(item->GetPacket()->GetUid());
+        return true;
+    case OnCongestion::ADMIT:
+        break;
     }
     if (m_config->ecn_threshold > 0 && occupancy >= m_config->ecn_threshold && item->Mark())
     {

@@ -102,7 +102,31 @@ struct DlcpSwitchConfig
 
     /** Classify an IPv4 packet: its header and the first bytes of its payload (L4 onwards). */
     Classified Classify(const ns3::Ipv4Header& ip, const uint8_t* l4, uint32_t l4len) const;
+
+    /** What a port does with a classified packet arriving while its class holds ``occupancy`` packets:
+     *  ADMIT, or (drop-eligible, above its threshold) the threshold's DROP or TRIM. */
+    OnCongestion OnArrival(const Classified& c, uint32_t occupancy) const
+    {
+        const Threshold& t = thresholds[c.queue][c.drop_class];
+        return c.drop_eligible && occupancy > t.threshold ? t.action : OnCongestion::ADMIT;
+    }
 };
+
+/** Adds one port's per-class counters into a run's totals. */
+template <typename Totals, typename Counters>
+void
+AddClassCounters(Totals& t, const Counters& c, size_t classes)
+{
+    for (size_t i = 0; i < classes; ++i)
+    {
+        t.forwarded[i] += c.forwarded[i];
+        t.dropped[i] += c.dropped[i];
+        t.trimmed[i] += c.trimmed[i];
+        t.overflow[i] += c.overflow[i];
+        t.pushed_out[i] += c.pushed_out[i];
+        t.marked[i] += c.marked[i];
+    }
+}
 
 struct ClassCounters
 {

@@ -912,16 +912,7 @@ Simulation::Switches() const
             t.switch_forwarded += s.nTotalSentPackets;
             if (Ptr<DlcpQueueDisc> d = DynamicCast<DlcpQueueDisc>(q))
             {
-                const ClassCounters& c = d->Counters();
-                for (size_t i = 0; i < k; ++i)
-                {
-                    t.forwarded[i] += c.forwarded[i];
-                    t.dropped[i] += c.dropped[i];
-                    t.trimmed[i] += c.trimmed[i];
-                    t.overflow[i] += c.overflow[i];
-                    t.pushed_out[i] += c.pushed_out[i];
-                    t.marked[i] += c.marked[i];
-                }
+                AddClassCounters(t, d->Counters(), k);
             }
         }
     }
@@ -939,16 +930,7 @@ Simulation::Switches() const
                 continue;
             }
             t.switch_forwarded += s.sent;
-            const ClassCounters& c = port->Queue().Counters();
-            for (size_t i = 0; i < k; ++i)
-            {
-                t.forwarded[i] += c.forwarded[i];
-                t.dropped[i] += c.dropped[i];
-                t.trimmed[i] += c.trimmed[i];
-                t.overflow[i] += c.overflow[i];
-                t.pushed_out[i] += c.pushed_out[i];
-                t.marked[i] += c.marked[i];
-            }
+            AddClassCounters(t, port->Queue().Counters(), k);
         }
     }
     t.host_rx_packets = m_impl->host_rx;
