@@ -526,7 +526,8 @@ def test_loss_reported_by_one_rank_slows_only_the_sends_to_it() -> None:
         probe_id = max(h.seq for h, _ in peers[0].receive() if h.type == PacketType.PROBE)
         bitmap = Header(PacketType.BITMAP, Flag.FINAL, job_id=1, src=0, token=TOKEN, msg_id=1, seq=probe_id,
                         pkt_count=16, length=2)  # fmt: skip
-        peers[0].sock.sendto(bitmap.pack() + b"\x01\x00", ep.address)  # only packet 0 arrived
+        # Packets 0 and 15 arrived: 1-14 are lost (a tail after the last one received would not count as loss).
+        peers[0].sock.sendto(bitmap.pack() + b"\x01\x80", ep.address)
         deadline = time.monotonic() + 5.0
         while ep.pacer(1).rate == 50e6 and time.monotonic() < deadline:
             time.sleep(0.01)
