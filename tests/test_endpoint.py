@@ -416,14 +416,18 @@ def test_the_receive_thread_takes_its_rx_nice_and_the_callers_thread_keeps_its_o
             assert _thread_nice(ep._thread.native_id) == min(19, mine + 2)
             assert ep.rx_nice == min(19, mine + 2)
         assert _thread_nice(threading.get_native_id()) == mine, "the caller's thread is untouched"
-        spec = _spec(1, 256 * 4)
-        values, out = np.arange(spec.num_elems, dtype=np.float32), np.zeros(spec.num_elems, np.float32)
-        handle = eps[1].post_recv(spec, out)
-        eps[0].send(spec, values, 1, priority=3)
-        eps[1].wait(handle)
-        np.testing.assert_array_equal(out, values)
+        _one_message_arrives_exactly(eps)
     finally:
         _close(eps)
+
+
+def _one_message_arrives_exactly(eps: list[Endpoint]) -> None:
+    spec = _spec(1, 256 * 4)
+    values, out = np.arange(spec.num_elems, dtype=np.float32), np.zeros(spec.num_elems, np.float32)
+    handle = eps[1].post_recv(spec, out)
+    eps[0].send(spec, values, 1, priority=3)
+    eps[1].wait(handle)
+    np.testing.assert_array_equal(out, values)
 
 
 def test_a_refused_rx_nice_is_a_warning_and_the_endpoint_works(
@@ -443,12 +447,7 @@ def test_a_refused_rx_nice_is_a_warning_and_the_endpoint_works(
             assert ep._rx_nice_set.wait(2.0)
             assert ep.rx_nice is None
         assert "transport.rx_nice = -5 not applied" in caplog.text
-        spec = _spec(1, 256 * 4)
-        values, out = np.arange(spec.num_elems, dtype=np.float32), np.zeros(spec.num_elems, np.float32)
-        handle = eps[1].post_recv(spec, out)
-        eps[0].send(spec, values, 1, priority=3)
-        eps[1].wait(handle)
-        np.testing.assert_array_equal(out, values)
+        _one_message_arrives_exactly(eps)
     finally:
         _close(eps)
 
