@@ -16,7 +16,6 @@ NS_LOG_COMPONENT_DEFINE("DlcpPort");
 NS_OBJECT_ENSURE_REGISTERED(DlcpPort);
 NS_OBJECT_ENSURE_REGISTERED(DlcpLink);
 
-static constexpr uint16_t IPV4_ETHERTYPE = 0x0800;
 /** ns-3's point-to-point header (PppHeader), counted in serialization as the device it replaces did. */
 static constexpr uint32_t PPP_HEADER_BYTES = 2;
 

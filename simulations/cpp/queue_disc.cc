@@ -21,7 +21,6 @@ NS_OBJECT_ENSURE_REGISTERED(ClassQueue);
 
 static constexpr const char* SELECTIVE_DROP = "DLCP selective drop";
 static constexpr const char* BUFFER_FULL = "Buffer full";
-static constexpr uint8_t IPPROTO_UDP = 17;
 
 void
 DlcpSwitchConfig::AddRule(const ClassRule& rule)

@@ -18,10 +18,6 @@ NS_LOG_COMPONENT_DEFINE("DlcpRouting");
 NS_OBJECT_ENSURE_REGISTERED(DlcpRouting);
 NS_OBJECT_ENSURE_REGISTERED(DlcpSwitch);
 
-static constexpr uint8_t IPPROTO_TCP = 6;
-static constexpr uint8_t IPPROTO_UDP = 17;
-static constexpr uint16_t IPV4_ETHERTYPE = 0x0800;
-
 static inline uint64_t
 Mix(uint64_t x)
 {

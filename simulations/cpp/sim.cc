@@ -121,7 +121,6 @@ class HostPortSink : public FrameSink
 
     void ReceiveFrame(DlcpPort* in, Frame&& f) override
     {
-        constexpr uint8_t IPPROTO_UDP = 17;
         if (f.ip.GetDestination().Get() == m_address && f.ip.GetProtocol() == IPPROTO_UDP &&
             f.ip.GetFragmentOffset() == 0 && f.head_len >= dlcp::UDP_HEADER_SIZE &&
             GetField(f.head, 2, 2) == dlcp::UDP_PORT)

@@ -12,6 +12,11 @@
 namespace dlcpsim
 {
 
+/** The IP numbers the simulator's own code reads (ns-3 names them only inside its protocol classes). */
+static constexpr uint8_t IPPROTO_TCP = 6;
+static constexpr uint8_t IPPROTO_UDP = 17;
+static constexpr uint16_t IPV4_ETHERTYPE = 0x0800;
+
 inline uint32_t
 GetField(const uint8_t* h, uint32_t off, uint32_t size)
 {
