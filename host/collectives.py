@@ -24,6 +24,7 @@ from typing import Any, Literal
 import numpy as np
 
 from dlcp.host.endpoint import Endpoint, RecvHandle
+from dlcp.host.fastpath import FastClassifier, available
 from dlcp.message import MessageKey, MessageSpec, dtype_code, elems_per_packet
 from dlcp.policy import Policy
 from dlcp.protocol import MessageKind
@@ -90,6 +91,12 @@ class Collectives:
         self.round = 0
         self.stats = CollectiveStats()
         self._last_pull: dict[object, np.ndarray] = {}
+        # Drop classes per packet: in C with the C data path (the same classes, host/fastpath.py), else numpy.
+        self._drop_classes = (
+            FastClassifier(self.policy).message_drop_classes
+            if endpoint.cfg.fast_path and available()
+            else self.policy.message_drop_classes
+        )
         self._buffers: dict[object, np.ndarray] = {}
 
     def _scratch(self, slot: object, n: int, dtype: np.dtype) -> np.ndarray:
@@ -113,7 +120,7 @@ class Collectives:
         )
 
     def _send(self, spec: MessageSpec, values: np.ndarray, dst: int, priority: int) -> None:
-        self.ep.send(spec, values, dst, priority, self.policy.message_drop_classes(spec, values))
+        self.ep.send(spec, values, dst, priority, self._drop_classes(spec, values))
 
     def _wait(self, handle: RecvHandle) -> None:
         msg = self.ep.wait(handle)
@@ -215,7 +222,7 @@ class Collectives:
         return x
 
     def _send_start(self, spec: MessageSpec, values: np.ndarray, dst: int, priority: int) -> Any:
-        return self.ep.send_start(spec, values, dst, priority, self.policy.message_drop_classes(spec, values))
+        return self.ep.send_start(spec, values, dst, priority, self._drop_classes(spec, values))
 
     # -- parameter server -------------------------------------------------------
     def allreduce_ps(
@@ -286,7 +293,7 @@ class Collectives:
             for w in self.workers:
                 if w != self.rank:
                     spec = self._spec(self.rank, _PULL_ID + w, MessageKind.PULL, hi - lo, flat.dtype, layer)
-                    sends.append((spec, agg, w, prio, self.policy.message_drop_classes(spec, agg)))
+                    sends.append((spec, agg, w, prio, self._drop_classes(spec, agg)))
             pulls = self.ep.send_start_many(sends)
             for o in pulls:
                 self.ep.send_wait(o)
