@@ -27,7 +27,7 @@ from dlcp.host.endpoint import Endpoint, RecvHandle
 from dlcp.host.fastpath import FastClassifier, available
 from dlcp.message import MessageKey, MessageSpec, dtype_code, elems_per_packet
 from dlcp.policy import Policy
-from dlcp.protocol import MessageKind
+from dlcp.protocol import DType, MessageKind
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,7 @@ class Collectives:
             else self.policy.message_drop_classes
         )
         self._buffers: dict[object, np.ndarray] = {}
+        self._packing: dict[np.dtype, tuple[DType, int]] = {}
 
     def _scratch(self, slot: object, n: int, dtype: np.dtype) -> np.ndarray:
         """A receive buffer kept between calls (fresh memory costs a page fault per 4 KiB)."""
@@ -108,16 +109,15 @@ class Collectives:
 
     # -- helpers ------------------------------------------------------------
     def _spec(self, src: int, msg_id: int, kind: MessageKind, n: int, dtype: np.dtype, layer: int) -> MessageSpec:
-        code = dtype_code(dtype)
+        packing = self._packing.get(dtype)
+        if packing is None:  # the wire dtype and elements per packet, once per dtype
+            code = dtype_code(dtype)
+            packing = self._packing[dtype] = (code, elems_per_packet(self.ep.cfg.payload_bytes, code))
+        code, epp = packing
         return MessageSpec(
-            MessageKey(self.ep.job_id, src, msg_id, self.round),
-            kind,
-            n,
-            elems_per_packet(self.ep.cfg.payload_bytes, code),
-            code,
-            layer,
+            MessageKey(self.ep.job_id, src, msg_id, self.round), kind, n, epp, code, layer,
             self.policy.loss_bound(kind, layer),
-        )
+        )  # fmt: skip
 
     def _send(self, spec: MessageSpec, values: np.ndarray, dst: int, priority: int) -> None:
         self.ep.send(spec, values, dst, priority, self._drop_classes(spec, values))
