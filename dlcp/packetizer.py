@@ -155,7 +155,7 @@ class HeaderTemplate:
     short last packet; flags, priority, drop class, seq and offset vary.
     """
 
-    __slots__ = ("_bytes", "_last_len", "_pb", "_row", "spec")
+    __slots__ = ("_bytes", "_last_len", "_pb", "_row", "sizes", "spec")
 
     def __init__(self, spec: MessageSpec, token: int) -> None:
         self.spec = spec
@@ -173,6 +173,8 @@ class HeaderTemplate:
         self._row = np.frombuffer(bytearray(self._bytes), dtype=np.uint8)
         self._pb = pb
         self._last_len = np.frombuffer(last.to_bytes(2, "big"), dtype=np.uint8)
+        self.sizes = (pb, int(spec.elems_per_packet), n, last)
+        """(payload bytes of a full packet, elements per packet, packets, payload bytes of the last one)."""
 
     def control(self, ptype: PacketType, *, seq: int, priority: int) -> bytes:
         """The header of a payload-less control packet of this message (a PROBE), flags and drop class 0:

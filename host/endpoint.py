@@ -167,6 +167,7 @@ class Endpoint:
         self._control_tos = tos_for(control_class, 0)
         self._control_cmsg = [(socket.IPPROTO_IP, socket.IP_TOS, struct.pack("i", self._control_tos))]
         self._tos_cmsgs: dict[int, list[tuple[int, int, bytes]]] = {control_class: self._control_cmsg}
+        self._tos: dict[tuple[int, int], int] = {}  # (priority, drop class) -> the data packets' TOS byte
         self.initial_rto_s = initial_rto_s
         self.max_rto_s = max_rto_s
         self.asm = Assembler(limits)
@@ -515,7 +516,9 @@ class Endpoint:
         """
         pb = spec.packet_bytes
         sock = self.sock if from_rx else self._spray[next(self._spray_next)]
-        tos = tos_for(priority, drop_class)
+        tos = self._tos.get((priority, drop_class))
+        if tos is None:
+            tos = self._tos[(priority, drop_class)] = tos_for(priority, drop_class)
         nbytes = (HEADER_SIZE + pb) * seqs.size
         pacer = self.pacer(dst)
         if from_rx:

@@ -93,6 +93,7 @@ _STORE, _STORE_RELIABLE = 0, 4
 _OPS = {DType.FLOAT32: 1, DType.FLOAT64: 2, DType.INT32: 3}  # reduce-on-receive ops in C
 _FIELD = {f.name: f for f in HEADER_FIELDS}
 _LEN_AT = _FIELD["length"].offset
+_RETX = int(Flag.RETX)
 _module: ModuleType | None = None
 _tried = False
 _load_error = ""
@@ -366,14 +367,13 @@ class FastSender:
         last: bool = False,
     ) -> int:
         """Send packets ``seqs`` (sorted) of ``template.spec`` read from ``values`` (:class:`PacketSender`)."""
-        spec = template.spec
+        pb, epp, n, last_bytes = template.sizes
         ip = self._ips.get(addr[0])
         if ip is None:
             ip = self._ips[addr[0]] = struct.unpack("!I", socket.inet_aton(addr[0]))[0]
         sent, refused = self._c.tx_send(
-            fd, template.row, values, np.ascontiguousarray(seqs, dtype=np.int64), spec.packet_bytes,
-            spec.elems_per_packet, spec.pkt_count, spec.last_packet_bytes, int(Flag.RETX) if retransmit else 0,
-            priority, drop_class, last, ip, addr[1], tos, self.seg_size,
+            fd, template.row, values, np.ascontiguousarray(seqs, dtype=np.int64), pb, epp, n, last_bytes,
+            _RETX if retransmit else 0, priority, drop_class, last, ip, addr[1], tos, self.seg_size,
         )  # fmt: skip
         self.refused += refused
         self.calls += 1
