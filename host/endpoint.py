@@ -377,10 +377,10 @@ class Endpoint:
     def _passed(self, out: _Out) -> None:
         """``out``'s first pass is out: probe, and arm the retransmission timer."""
         # Probe at once: if the LAST packet was lost the receiver cannot know the first
-        # pass is over, and waiting a whole RTO for that would lengthen the tail. (Deferring
-        # it to a short first deadline saved about 5 of 7.6 probes per rank and iteration at
-        # 4 workers, but a deadline needs a thread waiting on the endpoint to serve it, which
-        # a send_start followed by computation does not have: docs/results.md, #16.)
+        # pass is over, and waiting a whole RTO for that would lengthen the tail. Nor may it
+        # wait a short while for the STOP to make it useless (tried: about 5 of 7.6 probes per
+        # rank and iteration saved at 4 workers): a receiver reports a gap over its bound only
+        # when probed, so every lossy message's retransmission would wait too (docs/results.md, #16).
         out.passed = True
         self._probe(out)
         out.rto = self.initial_rto_s
