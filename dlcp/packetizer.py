@@ -7,13 +7,15 @@ the end. One numpy copy builds the batch; there is no per-packet Python.
 
 from __future__ import annotations
 
+import functools
+import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from dlcp.message import MessageSpec
-from dlcp.protocol import HEADER_FIELDS, HEADER_SIZE, Flag, PacketType
-from dlcp.wire import headers_to_bytes, pack_headers
+from dlcp.protocol import HEADER_FIELDS, HEADER_SIZE, VERSION, DType, Flag, MessageKind, PacketType
+from dlcp.wire import Header, headers_to_bytes, pack_headers
 
 
 @dataclass(frozen=True)
@@ -153,13 +155,36 @@ class HeaderTemplate:
     short last packet; flags, priority, drop class, seq and offset vary.
     """
 
-    __slots__ = ("_last_len", "_pb", "_row", "spec")
+    __slots__ = ("_bytes", "_last_len", "_pb", "_row", "sizes", "spec")
 
     def __init__(self, spec: MessageSpec, token: int) -> None:
         self.spec = spec
-        self._row = build_headers(spec, np.zeros(1, dtype=np.int64), token=token, priority=0, last=False)[1][0].copy()
-        self._pb = spec.packet_bytes
-        self._last_len = np.array([spec.last_packet_bytes], dtype=">u2").view(np.uint8)
+        # Packet 0's header, as build_headers writes it: a message of the same shape from an earlier round
+        # (a ring sends the same ones every iteration) with this round written in.
+        key = spec.key
+        n = int(spec.pkt_count)  # fields may be numpy integers (sizes from numpy bounds)
+        pb = int(spec.packet_bytes)
+        last = int(spec.last_packet_bytes)
+        proto = _prototype(
+            int(key.job_id), int(key.src), int(token), int(key.msg_id), int(spec.layer), int(spec.kind),
+            int(spec.dtype), n, pb, last,
+        )  # fmt: skip
+        self._bytes = proto[:_ROUND_AT] + int(key.round).to_bytes(4, "big") + proto[_ROUND_AT + 4 :]
+        self._row = np.frombuffer(bytearray(self._bytes), dtype=np.uint8)
+        self._pb = pb
+        self._last_len = np.frombuffer(last.to_bytes(2, "big"), dtype=np.uint8)
+        self.sizes = (pb, int(spec.elems_per_packet), n, last)
+        """(payload bytes of a full packet, elements per packet, packets, payload bytes of the last one)."""
+
+    def control(self, ptype: PacketType, *, seq: int, priority: int) -> bytes:
+        """The header of a payload-less control packet of this message (a PROBE), flags and drop class 0:
+        what :class:`~dlcp.wire.Header` packs for it, from the template's bytes."""
+        hdr = bytearray(self._bytes)
+        hdr[_TYPE_AT] = (VERSION << 4) | int(ptype)
+        hdr[_PRIO_AT] = priority
+        hdr[_LEN_AT : _LEN_AT + 2] = b"\0\0"
+        _SEQ_STRUCT.pack_into(hdr, _FIELDS["seq"].offset, seq)
+        return bytes(hdr)
 
     @property
     def row(self) -> np.ndarray:
@@ -187,10 +212,24 @@ class HeaderTemplate:
         return rows
 
 
+@functools.lru_cache(maxsize=4096)
+def _prototype(
+    job_id: int, src: int, token: int, msg_id: int, layer: int, kind: int, dtype: int, n: int, pb: int, last: int
+) -> bytes:
+    """Packet 0's header of a message of this shape in round 0 (:class:`HeaderTemplate`)."""
+    return Header(
+        PacketType.DATA, job_id=job_id, src=src, token=token, msg_id=msg_id, round=0, layer=layer,
+        kind=MessageKind(kind), dtype=DType(dtype), seq=0, pkt_count=n, offset=0, length=last if n == 1 else pb,
+    ).pack()  # fmt: skip
+
+
 _FIELDS = {f.name: f for f in HEADER_FIELDS}
+_ROUND_AT = _FIELDS["round"].offset
 _SEQ_WORD = _FIELDS["seq"].offset // 4
 _OFF_WORD = _FIELDS["offset"].offset // 4
 _FLAGS_AT = _FIELDS["flags"].offset
 _PRIO_AT = _FIELDS["priority"].offset
 _DROP_AT = _FIELDS["drop_class"].offset
 _LEN_AT = _FIELDS["length"].offset
+_TYPE_AT = _FIELDS["ver_type"].offset
+_SEQ_STRUCT = struct.Struct("!I")

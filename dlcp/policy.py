@@ -153,6 +153,20 @@ class Policy:
                 out[full] = np.abs(tail).mean(dtype=np.float64)
         return out
 
+    def sampled_elements(self, elems_per_packet: int, tail: int) -> tuple[np.ndarray, np.ndarray]:
+        """(indices within a full packet, indices within a short last packet of ``tail`` elements) of the
+        elements :meth:`packet_statistic` reads, in the order it reads them (int64).
+
+        The C classifier (``dlcp.host.fastpath.FastClassifier``) reads these, so the two cannot drift apart.
+        """
+        if elems_per_packet <= 0 or not 0 <= tail < elems_per_packet:
+            raise ValueError(f"need elems_per_packet > 0 and 0 <= tail < it, got {elems_per_packet}, {tail}")
+        body = np.arange(elems_per_packet, dtype=np.int64).reshape(1, elems_per_packet)
+        rest = np.arange(tail, dtype=np.int64)
+        if 0 < self.sample_elems < elems_per_packet:
+            body, rest = _sample(body, rest, self.sample_elems)
+        return np.ascontiguousarray(body[0]), np.ascontiguousarray(rest)
+
     def drop_classes(self, values: np.ndarray, elems_per_packet: int, kind: MessageKind) -> np.ndarray:
         """Drop class per packet of a tensor for a message of ``kind``."""
         cuts = self.kinds[kind].drop_quantiles

@@ -24,9 +24,10 @@ from typing import Any, Literal
 import numpy as np
 
 from dlcp.host.endpoint import Endpoint, RecvHandle
+from dlcp.host.fastpath import FastClassifier, available
 from dlcp.message import MessageKey, MessageSpec, dtype_code, elems_per_packet
 from dlcp.policy import Policy
-from dlcp.protocol import MessageKind
+from dlcp.protocol import DType, MessageKind
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,14 @@ class Collectives:
         self.round = 0
         self.stats = CollectiveStats()
         self._last_pull: dict[object, np.ndarray] = {}
+        # Drop classes per packet: in C with the C data path (the same classes, host/fastpath.py), else numpy.
+        self._drop_classes = (
+            FastClassifier(self.policy).message_drop_classes
+            if endpoint.cfg.fast_path and available()
+            else self.policy.message_drop_classes
+        )
         self._buffers: dict[object, np.ndarray] = {}
+        self._packing: dict[np.dtype, tuple[DType, int]] = {}
 
     def _scratch(self, slot: object, n: int, dtype: np.dtype) -> np.ndarray:
         """A receive buffer kept between calls (fresh memory costs a page fault per 4 KiB)."""
@@ -101,19 +109,18 @@ class Collectives:
 
     # -- helpers ------------------------------------------------------------
     def _spec(self, src: int, msg_id: int, kind: MessageKind, n: int, dtype: np.dtype, layer: int) -> MessageSpec:
-        code = dtype_code(dtype)
+        packing = self._packing.get(dtype)
+        if packing is None:  # the wire dtype and elements per packet, once per dtype
+            code = dtype_code(dtype)
+            packing = self._packing[dtype] = (code, elems_per_packet(self.ep.cfg.payload_bytes, code))
+        code, epp = packing
         return MessageSpec(
-            MessageKey(self.ep.job_id, src, msg_id, self.round),
-            kind,
-            n,
-            elems_per_packet(self.ep.cfg.payload_bytes, code),
-            code,
-            layer,
+            MessageKey(self.ep.job_id, src, msg_id, self.round), kind, n, epp, code, layer,
             self.policy.loss_bound(kind, layer),
-        )
+        )  # fmt: skip
 
     def _send(self, spec: MessageSpec, values: np.ndarray, dst: int, priority: int) -> None:
-        self.ep.send(spec, values, dst, priority, self.policy.message_drop_classes(spec, values))
+        self.ep.send(spec, values, dst, priority, self._drop_classes(spec, values))
 
     def _wait(self, handle: RecvHandle) -> None:
         msg = self.ep.wait(handle)
@@ -215,7 +222,7 @@ class Collectives:
         return x
 
     def _send_start(self, spec: MessageSpec, values: np.ndarray, dst: int, priority: int) -> Any:
-        return self.ep.send_start(spec, values, dst, priority, self.policy.message_drop_classes(spec, values))
+        return self.ep.send_start(spec, values, dst, priority, self._drop_classes(spec, values))
 
     # -- parameter server -------------------------------------------------------
     def allreduce_ps(
@@ -286,7 +293,7 @@ class Collectives:
             for w in self.workers:
                 if w != self.rank:
                     spec = self._spec(self.rank, _PULL_ID + w, MessageKind.PULL, hi - lo, flat.dtype, layer)
-                    sends.append((spec, agg, w, prio, self.policy.message_drop_classes(spec, agg)))
+                    sends.append((spec, agg, w, prio, self._drop_classes(spec, agg)))
             pulls = self.ep.send_start_many(sends)
             for o in pulls:
                 self.ep.send_wait(o)

@@ -86,6 +86,7 @@ class _Out:
         "drop_classes",
         "dst",
         "fed_back",
+        "graded",
         "passed",
         "pending",
         "priority",
@@ -109,6 +110,7 @@ class _Out:
         self.dst = dst
         self.priority = 0  # the first pass's class: its probes travel in it (send_start sets it)
         self.drop_classes = drop_classes
+        self.graded = False  # some packet is drop-eligible (_register sets it)
         self.stopped = False
         self.pending: list[tuple[int, bytes]] = []  # chunks of the current reply, until its FINAL one
         self.passed = False  # the first pass is over (before that a probe would say it is)
@@ -164,6 +166,8 @@ class Endpoint:
         # Control packets go out with the TOS of their class, never drop-eligible (docs/transport.md §2).
         self._control_tos = tos_for(control_class, 0)
         self._control_cmsg = [(socket.IPPROTO_IP, socket.IP_TOS, struct.pack("i", self._control_tos))]
+        self._tos_cmsgs: dict[int, list[tuple[int, int, bytes]]] = {control_class: self._control_cmsg}
+        self._tos: dict[tuple[int, int], int] = {}  # (priority, drop class) -> the data packets' TOS byte
         self.initial_rto_s = initial_rto_s
         self.max_rto_s = max_rto_s
         self.asm = Assembler(limits)
@@ -347,17 +351,22 @@ class Endpoint:
         if dst not in self.addresses:
             raise ValueError(f"no address for rank {dst}")
         n = spec.pkt_count
-        classes = np.zeros(n, dtype=np.uint8) if drop_classes is None else np.asarray(drop_classes, dtype=np.uint8)
-        if classes.shape != (n,) or (classes.size and classes.max() >= NUM_DROP_CLASSES):
-            raise ValueError(f"drop_classes must be {n} values in 0..{NUM_DROP_CLASSES - 1}")
-        if spec.max_missing_elems == 0 and classes.any():
-            # A message that completes only whole gains nothing from drop-eligible packets
-            # (each drop costs a retransmission), and one class keeps its first pass in
-            # sequence order, which the receiver's early NACKs rely on.
+        top = 0  # the highest drop class
+        if drop_classes is None:
             classes = np.zeros(n, dtype=np.uint8)
+        else:
+            classes = np.asarray(drop_classes, dtype=np.uint8)
+            if classes.shape != (n,) or (top := int(classes.max())) >= NUM_DROP_CLASSES:
+                raise ValueError(f"drop_classes must be {n} values in 0..{NUM_DROP_CLASSES - 1}")
+            if spec.max_missing_elems == 0 and top:
+                # A message that completes only whole gains nothing from drop-eligible packets
+                # (each drop costs a retransmission), and one class keeps its first pass in
+                # sequence order, which the receiver's early NACKs rely on.
+                classes, top = np.zeros(n, dtype=np.uint8), 0
         flat = np.ascontiguousarray(values).reshape(-1)
         out = _Out(spec, flat, dst, classes, time.monotonic(), self.token)
         out.priority = priority
+        out.graded = top > 0
         with self._lock:
             if spec.key in self._out:
                 raise ValueError(f"message {spec.key} is already being sent")
@@ -368,7 +377,10 @@ class Endpoint:
     def _passed(self, out: _Out) -> None:
         """``out``'s first pass is out: probe, and arm the retransmission timer."""
         # Probe at once: if the LAST packet was lost the receiver cannot know the first
-        # pass is over, and waiting a whole RTO for that would lengthen the tail.
+        # pass is over, and waiting a whole RTO for that would lengthen the tail. Nor may it
+        # wait a short while for the STOP to make it useless (tried: about 5 of 7.6 probes per
+        # rank and iteration saved at 4 workers): a receiver reports a gap over its bound only
+        # when probed, so every lossy message's retransmission would wait too (docs/results.md, #16).
         out.passed = True
         self._probe(out)
         out.rto = self.initial_rto_s
@@ -462,12 +474,16 @@ class Endpoint:
         spec = out.spec
         priority = out.priority
         classes = out.drop_classes
-        if not classes.any():  # one class (reliable messages, and lossy ones without eligible packets)
+        if not out.graded:  # one class (reliable messages, and lossy ones without eligible packets)
             groups = [(0, np.arange(spec.pkt_count, dtype=np.int64))]
         else:  # one stable sort splits the packets by class, each class in sequence order
             order = np.argsort(classes, kind="stable")
-            ends = np.cumsum(np.bincount(classes, minlength=NUM_DROP_CLASSES))
-            groups = [(c, order[ends[c] - n : ends[c]]) for c, n in enumerate(np.diff(ends, prepend=0)) if n]
+            groups = []
+            end = 0
+            for c, n in enumerate(np.bincount(classes, minlength=NUM_DROP_CLASSES).tolist()):
+                if n:
+                    groups.append((c, order[end : end + n]))
+                    end += n
         per_call = self._per_call(out.dst)
         for gi, (cls, seqs) in enumerate(groups):
             for start in range(0, seqs.size, per_call):
@@ -500,7 +516,9 @@ class Endpoint:
         """
         pb = spec.packet_bytes
         sock = self.sock if from_rx else self._spray[next(self._spray_next)]
-        tos = tos_for(priority, drop_class)
+        tos = self._tos.get((priority, drop_class))
+        if tos is None:
+            tos = self._tos[(priority, drop_class)] = tos_for(priority, drop_class)
         nbytes = (HEADER_SIZE + pb) * seqs.size
         pacer = self.pacer(dst)
         if from_rx:
@@ -581,7 +599,9 @@ class Endpoint:
         out.pending = []  # chunks of replies to earlier probes are stale now
         out.probe_id += 1
         self.send_stats.probes += 1
-        self._send_control(out.spec, PacketType.PROBE, out.dst, seq=out.probe_id, priority=out.priority)
+        # The header from the message's template (what _send_control would pack, without building a Header).
+        hdr = out.template.control(PacketType.PROBE, seq=out.probe_id, priority=out.priority)
+        self._send_packet([hdr], self._tos_cmsg(out.priority), out.dst)
 
     # -- control packets ----------------------------------------------------
     def _send_control(
@@ -593,16 +613,28 @@ class Endpoint:
         if priority is None or priority == self.control_class:
             priority, cmsg = self.control_class, self._control_cmsg
         else:
-            cmsg = [(socket.IPPROTO_IP, socket.IP_TOS, struct.pack("i", tos_for(priority, 0)))]
+            cmsg = self._tos_cmsg(priority)
         hdr = Header(
             ptype, flags, priority=priority, drop_class=0, job_id=key.job_id, src=key.src,
             token=self.token, msg_id=key.msg_id, round=key.round, layer=spec.layer, kind=spec.kind,
             dtype=spec.dtype, seq=seq, pkt_count=spec.pkt_count, offset=offset, length=len(payload),
         )  # fmt: skip
+        self._send_packet([hdr.pack(), payload], cmsg, dst)
+
+    def _send_packet(self, parts: list[bytes], cmsg: list[tuple[int, int, bytes]], dst: int) -> None:
         try:
-            self.sock.sendmsg([hdr.pack(), payload], cmsg, 0, self.addresses[dst])
+            self.sock.sendmsg(parts, cmsg, 0, self.addresses[dst])
         except OSError as exc:  # refused or a full buffer: the peer's probe or our timer will ask again
             log.debug("control packet to rank %d not sent: %s", dst, exc)
+
+    def _tos_cmsg(self, priority: int) -> list[tuple[int, int, bytes]]:
+        """The IP_TOS control message of a control packet in class ``priority`` (never drop-eligible)."""
+        cmsg = self._tos_cmsgs.get(priority)
+        if cmsg is None:
+            cmsg = self._tos_cmsgs[priority] = [
+                (socket.IPPROTO_IP, socket.IP_TOS, struct.pack("i", tos_for(priority, 0)))
+            ]
+        return cmsg
 
     def _send_bitmap(self, msg: Message, ptype: PacketType, probe_id: int) -> None:
         """BITMAP (or STOP with the final bitmap) in chunks of at most one payload each."""

@@ -32,7 +32,8 @@ from dlcp.host.loss import LossInjector
 from dlcp.host.udp import MAX_GSO_BYTES, MAX_GSO_SEGMENTS
 from dlcp.message import Message, MessageKey, MessageSpec
 from dlcp.packetizer import HeaderTemplate
-from dlcp.protocol import HEADER_FIELDS, HEADER_SIZE, INVARIANT_BYTES, VERSION, DType, Flag, PacketType
+from dlcp.policy import Policy
+from dlcp.protocol import HEADER_FIELDS, HEADER_SIZE, INVARIANT_BYTES, VERSION, DType, Flag, MessageKind, PacketType
 from dlcp.wire import Header
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,7 @@ _STORE, _STORE_RELIABLE = 0, 4
 _OPS = {DType.FLOAT32: 1, DType.FLOAT64: 2, DType.INT32: 3}  # reduce-on-receive ops in C
 _FIELD = {f.name: f for f in HEADER_FIELDS}
 _LEN_AT = _FIELD["length"].offset
+_RETX = int(Flag.RETX)
 _module: ModuleType | None = None
 _tried = False
 _load_error = ""
@@ -365,18 +367,70 @@ class FastSender:
         last: bool = False,
     ) -> int:
         """Send packets ``seqs`` (sorted) of ``template.spec`` read from ``values`` (:class:`PacketSender`)."""
-        spec = template.spec
+        pb, epp, n, last_bytes = template.sizes
         ip = self._ips.get(addr[0])
         if ip is None:
             ip = self._ips[addr[0]] = struct.unpack("!I", socket.inet_aton(addr[0]))[0]
         sent, refused = self._c.tx_send(
-            fd, template.row, values, np.ascontiguousarray(seqs, dtype=np.int64), spec.packet_bytes,
-            spec.elems_per_packet, spec.pkt_count, spec.last_packet_bytes, int(Flag.RETX) if retransmit else 0,
-            priority, drop_class, last, ip, addr[1], tos, self.seg_size,
+            fd, template.row, values, np.ascontiguousarray(seqs, dtype=np.int64), pb, epp, n, last_bytes,
+            _RETX if retransmit else 0, priority, drop_class, last, ip, addr[1], tos, self.seg_size,
         )  # fmt: skip
         self.refused += refused
         self.calls += 1
         return int(sent)
+
+
+class FastClassifier:
+    """:meth:`Policy.message_drop_classes` in one C pass: the sampled statistic, the quantile cuts and the
+    classes, equal to the numpy reference bit for bit (``host/_fastpath.c``, ``drop_classes``).
+
+    C takes the ``mean_abs`` and ``max_abs`` statistics of float32 and float64 tensors (the gradients the
+    policy ranks); anything else (``rms``, other dtypes, samples over 4,096 elements) goes to the policy's
+    numpy code, which is what C reproduces.
+    """
+
+    _MAX_SAMPLE = 4096  # host/_fastpath.c: DC_MAX_SAMPLE
+    _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+    def __init__(self, policy: Policy) -> None:
+        mod = _load()
+        if mod is None:
+            raise RuntimeError("the C data path (dlcp.host._fastpath) is not built")
+        self._c = mod
+        self.policy = policy
+        self._cuts = {k: np.asarray(p.drop_quantiles, dtype=np.float64) for k, p in policy.kinds.items()}
+        self._samples: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._max_abs = policy.statistic == "max_abs"
+        self._in_c = policy.statistic in ("mean_abs", "max_abs")
+        self.fallbacks = 0
+        """Calls that went to the numpy reference."""
+
+    def message_drop_classes(self, spec: MessageSpec, values: np.ndarray) -> np.ndarray | None:
+        """Per-packet drop classes of one message, or None when it may lose no packet at all (as the policy)."""
+        if not values.size or spec.max_missing_elems < spec.elems_per_packet:
+            return None
+        return self.drop_classes(values, spec.elems_per_packet, spec.kind)
+
+    def drop_classes(self, values: np.ndarray, epp: int, kind: MessageKind) -> np.ndarray:
+        """Drop class per packet of a tensor for a message of ``kind`` (:meth:`Policy.drop_classes`)."""
+        cuts = self._cuts[kind]
+        flat = np.asarray(values).reshape(-1)
+        if (
+            not cuts.size or not flat.size or epp <= 0 or not self._in_c or flat.dtype not in self._DTYPES
+            or not flat.flags.c_contiguous
+        ):  # fmt: skip
+            self.fallbacks += 1
+            return self.policy.drop_classes(values, epp, kind)
+        tail = flat.size % epp
+        sample = self._samples.get((epp, tail))
+        if sample is None:
+            sample = self._samples[(epp, tail)] = self.policy.sampled_elements(epp, tail)
+        if sample[0].size > self._MAX_SAMPLE or sample[1].size > self._MAX_SAMPLE:
+            self.fallbacks += 1
+            return self.policy.drop_classes(values, epp, kind)
+        out = np.empty(-(-flat.size // epp), dtype=np.uint8)
+        self._c.drop_classes(flat, flat.dtype.itemsize == 8, epp, self._max_abs, sample[0], sample[1], cuts, out)
+        return out
 
 
 def _entry(msg: Message, token: int) -> np.void:
