@@ -78,6 +78,9 @@ class SendStats:
 
 _NO_SEQS = np.zeros(0, dtype=np.int64)
 
+_EARLY_PROBES = 1024
+"""Probes of messages not posted yet that a receiver remembers (the oldest is forgotten first)."""
+
 
 class _Out:
     """State of one message being sent."""
@@ -193,6 +196,11 @@ class Endpoint:
         # repeated and answered then).
         self._stopped_in_batch: set[MessageKey] = set()
         self.stops_saved = 0
+        # Probes of messages not posted yet, and the id of the latest: that probe got an empty BITMAP, and
+        # its sender waits a retransmission timeout before it asks again. When the receive is posted
+        # incomplete (its first pass arrived early, with loss above the bound), post_recv answers that
+        # probe at once with the real BITMAP (docs/transport.md §2). Oldest first, at most _EARLY_PROBES.
+        self._early_probes: dict[MessageKey, int] = {}
         # When each rank was last heard from (any packet): on a timeout, the peer silent
         # longest among those we wait on is named, not a live peer blocked behind it.
         self._heard: dict[int, float] = {r: time.monotonic() for r in addresses}
@@ -255,10 +263,13 @@ class Endpoint:
         with self._lock:
             msg = self.asm.expect(spec, buffer, now, accumulate)
             handle = RecvHandle(msg, spec.key.src)
+            probe_id = self._early_probes.pop(spec.key, None)
             if msg.done:  # completed from early packets: tell the sender now, not at its next probe
                 self._send_bitmap(msg, PacketType.STOP, probe_id=0)
             else:
                 self._handles[spec.key] = handle
+                if probe_id is not None:  # its sender asked before the post: what is missing, now
+                    self._send_bitmap(msg, PacketType.BITMAP, probe_id)
         return handle
 
     def wait(self, handle: RecvHandle) -> Message:
@@ -829,6 +840,11 @@ class Endpoint:
                 return
             done = self.asm.is_completed(key)
             ptype = PacketType.STOP if done else PacketType.BITMAP
+            if not done:
+                self._early_probes.pop(key, None)
+                self._early_probes[key] = probe_id
+                if len(self._early_probes) > _EARLY_PROBES:
+                    del self._early_probes[next(iter(self._early_probes))]
             self._send_control(spec, ptype, key.src, seq=probe_id, flags=Flag.FINAL if done else Flag.NONE)
         elif msg.done:
             self._complete(msg, probe_id)

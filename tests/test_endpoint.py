@@ -395,6 +395,42 @@ def test_retransmissions_beyond_one_call_are_paced_by_the_sender(fast_path: bool
         _close(eps)
 
 
+@pytest.mark.parametrize("fast_path", [C_PATH, NUMPY_PATH])
+def test_a_receive_posted_after_its_senders_probe_answers_that_probe_at_once(fast_path: bool) -> None:
+    """A first pass that arrived before its receive was posted, with loss above the bound: the sender's
+    probe was answered with an empty BITMAP (not expected yet), and the sender's next probe is a
+    retransmission timeout away (30 s here). Posting the receive answers that probe with what is missing,
+    so the message completes without waiting for the timeout."""
+    from dlcp.host.loss import LossSpec
+
+    transport = TransportConfig(port=0, payload_bytes=1024, peer_timeout_s=120.0, fast_path=fast_path)
+    eps = local_endpoints(
+        2, token=TOKEN, transport=transport, loss=LossSpec(rate=0.2, seed=5), initial_rto_s=30.0, max_rto_s=30.0
+    )
+    try:
+        spec = _spec(1, 256 * 100)  # 100 packets, bound 0: the first pass is short of it
+        values = np.arange(spec.num_elems, dtype=np.float32)
+        got = np.zeros_like(values)
+        heard = eps[0]._heard[1]  # when the sender last heard from the receiver (the endpoint's start)
+        out = eps[0].send_start(spec, values, 1, priority=3)  # the first pass, then a probe at once
+        deadline = time.monotonic() + 10.0
+        while eps[0]._heard[1] == heard and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert eps[0]._heard[1] > heard, "the receiver answered the probe (an empty BITMAP: not posted yet)"
+        posted = time.monotonic()
+        handle = eps[1].post_recv(spec, got)
+        sender = threading.Thread(target=eps[0].send_wait, args=(out,), daemon=True)
+        sender.start()
+        eps[1].wait(handle)
+        took = time.monotonic() - posted
+        sender.join(10.0)
+        assert np.array_equal(got, values)
+        assert eps[1].loss is not None and eps[1].loss.dropped > 0
+        assert took < 10.0, f"the receive completed {took:.1f} s after its post: the sender waited for its timeout"
+    finally:
+        _close(eps)
+
+
 def _thread_nice(tid: int) -> int:
     return os.getpriority(os.PRIO_PROCESS, tid)
 
