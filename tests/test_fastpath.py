@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -439,7 +440,7 @@ def test_repeated_control_packets_in_one_call_are_reported_once(pair: Pair) -> N
     sending = MessageSpec(MessageKey(JOB, 0, 24, 0), MessageKind.PUSH, 64 * 4, EPP, DType.FLOAT32)  # ours to rank 1
     fast = fastpath.FastReceiver(pair.rx, HEADER_SIZE + EPP * 4, slots=8)
     fast.refresh(asm)
-    fast.track_sends(1, lambda: [(sending.key, HeaderTemplate(sending, TOKEN).row)])
+    fast.track_sends(1, {sending.key: SimpleNamespace(template=HeaderTemplate(sending, TOKEN))})
 
     def probe(seq: int) -> bytes:
         return Header(PacketType.PROBE, job_id=JOB, src=1, token=TOKEN, msg_id=23, pkt_count=4, seq=seq).pack()
