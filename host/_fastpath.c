@@ -287,6 +287,8 @@ typedef struct {
     done_t *done;
     send_t *sends;
     Py_ssize_t ndone, nsends;
+    int64_t *done_state; /* [next row to write, rows in use] of the done ring (DONE_ROWS = its capacity) */
+    Py_ssize_t done_cap;
     Py_ssize_t control, answered, events; /* control packets consumed; STOPs sent; of those, ones Python must see */
     Py_ssize_t stops; /* STOPs of messages completed whole in this call (stop_whole) */
     int err;
@@ -372,6 +374,17 @@ static void stop_whole(rx_ctx *c) {
         if (send_header(c->fd, h, e->stop_ip, e->stop_port, e->stop_tos)) {
             e->stop_sent = 1;
             c->stops++;
+            /* Later probes of it are answered from the done ring, as for a completion Python STOPped
+             * (FastReceiver.remember_done): the same key bytes, address and class. */
+            done_t *d = &c->done[c->done_state[0]];
+            memcpy(d->hdr, h, sizeof d->hdr);
+            d->ip = e->stop_ip;
+            d->port = e->stop_port;
+            d->tos = e->stop_tos;
+            d->priority = e->stop_prio;
+            d->answered = 0;
+            c->done_state[0] = (c->done_state[0] + 1) % c->done_cap;
+            if (c->done_state[1] < c->done_cap) c->ndone = ++c->done_state[1];
         }
     }
 }
@@ -678,11 +691,14 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         return NULL;
     }
     Py_buffer done, sends;
-    Py_ssize_t ndone, nsends;
-    if (!PyArg_ParseTuple(args, "iw*nnniw*nw*Onnny*Lnw*nw*n", &fd, &ring, &slot_bytes, &seg_size, &nslots,
+    Py_buffer done_state;
+    Py_ssize_t nsends;
+    if (!PyArg_ParseTuple(args, "iw*nnniw*nw*Onnny*Lnw*w*w*n", &fd, &ring, &slot_bytes, &seg_size, &nslots,
                           &timeout_ms, &ents, &nentries, &runs, &drops_obj, &drop_pos, &hint_entry, &hint_seq, &gen,
-                          &table_gen, &budget_us, &done, &ndone, &sends, &nsends))
+                          &table_gen, &budget_us, &done, &done_state, &sends, &nsends))
         return NULL;
+    int64_t *dstate = (int64_t *)done_state.buf;
+    Py_ssize_t done_cap = done.len / (Py_ssize_t)sizeof(done_t), ndone = 0;
     PyObject *result = NULL;
     struct iovec *iov = NULL;
     int have_drops = drops_obj != Py_None;
@@ -701,11 +717,13 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "runs buffer too small");
         goto out;
     }
-    if (ndone < 0 || done.len < ndone * (Py_ssize_t)sizeof(done_t) || nsends < 0 ||
+    if (done_state.len < 2 * (Py_ssize_t)sizeof(int64_t) || done_cap < 1 || dstate[0] < 0 ||
+        dstate[0] >= done_cap || dstate[1] < 0 || dstate[1] > done_cap || nsends < 0 ||
         sends.len < nsends * (Py_ssize_t)sizeof(send_t)) {
-        PyErr_SetString(PyExc_ValueError, "done or sends buffer smaller than its row count");
+        PyErr_SetString(PyExc_ValueError, "done ring state outside the done buffer, or sends buffer too small");
         goto out;
     }
+    ndone = (Py_ssize_t)dstate[1];
     if (gen.len < (Py_ssize_t)sizeof(int64_t)) {
         PyErr_SetString(PyExc_ValueError, "generation buffer smaller than one int64");
         goto out;
@@ -726,6 +744,7 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         .draw = have_drops ? (const uint8_t *)drops.buf : NULL, .ndraws = have_drops ? drops.len : 0,
         .drop_pos = drop_pos, .hint_entry = hint_entry, .hint_seq = hint_seq,
         .done = (done_t *)done.buf, .ndone = ndone, .sends = (send_t *)sends.buf, .nsends = nsends,
+        .done_state = dstate, .done_cap = done_cap,
     };
     int n = 0;
 
@@ -785,6 +804,7 @@ out:
     PyBuffer_Release(&runs);
     PyBuffer_Release(&gen);
     PyBuffer_Release(&done);
+    PyBuffer_Release(&done_state);
     PyBuffer_Release(&sends);
     if (have_drops && drops.obj) PyBuffer_Release(&drops);
     return result;

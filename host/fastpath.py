@@ -99,6 +99,7 @@ _STORE, _STORE_RELIABLE = 0, 4
 _OPS = {DType.FLOAT32: 1, DType.FLOAT64: 2, DType.INT32: 3}  # reduce-on-receive ops in C
 _FIELD = {f.name: f for f in HEADER_FIELDS}
 _LEN_AT = _FIELD["length"].offset
+_SRC_AT = _FIELD["src"].offset
 _module: ModuleType | None = None
 _tried = False
 _load_error = ""
@@ -223,10 +224,9 @@ class FastReceiver:
         # rows C answers probes for, and the sends awaiting a STOP. Only the receive
         # thread writes them, between calls; other threads queue changes under the lock.
         self._done = np.zeros(DONE_ROWS, dtype=DONE_DTYPE)
-        self._done_src: list[int] = [0] * DONE_ROWS
-        self._ndone = 0
-        self._done_next = 0
-        self._done_queue: list[tuple[bytes, int, tuple[str, int], int, int]] = []
+        self._done_state = np.zeros(2, dtype=np.int64)
+        """[next row to write, rows in use] of the ring: C adds the rows of the messages it STOPs itself."""
+        self._done_queue: list[tuple[bytes, tuple[str, int], int, int]] = []
         self._sends = np.zeros(0, dtype=SEND_DTYPE)
         self._send_keys: list[MessageKey] = []
         self._send_index: set[MessageKey] = set()
@@ -293,7 +293,7 @@ class FastReceiver:
             hdr = row[:_KEY_ROW] if row[28:32] != bytes(4) else row[64 : 64 + _KEY_ROW]  # full_rows, inv_tail
         else:
             hdr = _header(spec, 0, token)[:_KEY_ROW].tobytes()
-        self._done_queue.append((hdr, spec.key.src, addr, tos, priority))
+        self._done_queue.append((hdr, addr, tos, priority))
 
     def track_sends(self, generation: int, sends: Mapping[MessageKey, _Send]) -> None:
         """The sends whose STOP C takes, and the queued completed messages (receive thread, lock held).
@@ -305,15 +305,14 @@ class FastReceiver:
         """
         if self._done_queue:
             raw = self._done.view(np.uint8)
-            for hdr, src, addr, tos, priority in self._done_queue:
-                ip = _ip(addr[0])
-                at = self._done_next * DONE_DTYPE.itemsize
+            state = self._done_state
+            for hdr, addr, tos, priority in self._done_queue:
+                at = int(state[0]) * DONE_DTYPE.itemsize
                 raw[at : at + DONE_DTYPE.itemsize] = np.frombuffer(
-                    _DONE_STRUCT.pack(hdr, ip, addr[1], tos, priority), dtype=np.uint8
+                    _DONE_STRUCT.pack(hdr, _ip(addr[0]), addr[1], tos, priority), dtype=np.uint8
                 )
-                self._done_src[self._done_next] = src
-                self._done_next = (self._done_next + 1) % DONE_ROWS
-                self._ndone = min(DONE_ROWS, self._ndone + 1)
+                state[0] = (state[0] + 1) % DONE_ROWS
+                state[1] = min(DONE_ROWS, state[1] + 1)
             self._done_queue.clear()
         if generation != self._sends_generation:
             self._sends_generation = generation
@@ -338,7 +337,8 @@ class FastReceiver:
 
     def answered_sources(self) -> list[int]:
         """Ranks whose probes C answered in the last call (they are alive)."""
-        return [self._done_src[i] for i in self._answered_rows]
+        raw = self._done.view(np.uint8).reshape(DONE_ROWS, DONE_DTYPE.itemsize)
+        return [int.from_bytes(raw[i, _SRC_AT : _SRC_AT + 2].tobytes(), "big") for i in self._answered_rows]
 
     def receive(self, timeout_s: float, loss: LossInjector | None) -> FastBatch | None:
         """Wait up to ``timeout_s`` for data and take one batch; ``None`` if nothing came."""
@@ -354,7 +354,7 @@ class FastReceiver:
             self.fd, self.buf, self.slot_bytes, self.seg_size, self.slots, max(0, int(timeout_s * 1000)),
             self._entries, len(self._entries), self._runs, self._draws if loss is not None else None,
             self._draw_pos, hint, self._hint_seq, self._gen_cell, self._generation, self.budget_us,
-            self._done, self._ndone, self._sends, len(self._sends),
+            self._done, self._done_state, self._sends, len(self._sends),
         )  # fmt: skip
         n, nruns, pos, injected, truncated, direct, hint, self._hint_seq, control, answered, stops = got[:11]
         touched, self._stopped, self._answered_rows = got[11:]
