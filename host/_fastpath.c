@@ -10,7 +10,9 @@
  * left where it lies and reported as runs of the ring buffer, which the Python
  * assembler then handles (and validates, and counts) exactly as it would
  * without this module. So this file decides nothing the assembler does not
- * also decide: it only takes the common case off the interpreter.
+ * also decide: it only takes the common case off the interpreter. (It sends two
+ * replies Python would send the same: the STOP answering a probe of a completed
+ * message, and the STOP of a message it completed whole; see rx_batch.)
  *
  * A segment is placed only if, against its table entry:
  *   - its length is exactly header + the entry's full payload,
