@@ -702,10 +702,9 @@ class Assembler:
     # -- completion --------------------------------------------------------
     def _finish(self, msg: Message) -> None:
         spec = msg.spec
-        missing = elem_ranges(spec, msg.missing_ranges())
-        if spec.fill_mode == FillMode.ZERO and missing.size and not msg.accumulate:
+        if spec.fill_mode == FillMode.ZERO and not msg.accumulate and msg.n_received < spec.pkt_count:
             esize = spec.elem_size
-            for start, end in missing:
+            for start, end in elem_ranges(spec, msg.missing_ranges()):
                 msg.view[int(start) * esize : int(end) * esize] = 0
         msg.lost_elems = msg.missing_elems
         msg.done = True

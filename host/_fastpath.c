@@ -10,7 +10,9 @@
  * left where it lies and reported as runs of the ring buffer, which the Python
  * assembler then handles (and validates, and counts) exactly as it would
  * without this module. So this file decides nothing the assembler does not
- * also decide: it only takes the common case off the interpreter.
+ * also decide: it only takes the common case off the interpreter. (It sends two
+ * replies Python would send the same: the STOP answering a probe of a completed
+ * message, and the STOP of a message it completed whole; see rx_batch.)
  *
  * A segment is placed only if, against its table entry:
  *   - its length is exactly header + the entry's full payload,
@@ -59,7 +61,7 @@
  * every packet has arrived; only those are placed directly (see rx_batch). */
 enum op { OP_STORE = 0, OP_ADD_F32 = 1, OP_ADD_F64 = 2, OP_ADD_I32 = 3, OP_STORE_RELIABLE = 4 };
 
-/* One expected message. Mirrors ENTRY_DTYPE in host/fastpath.py (120 bytes). */
+/* One expected message. Mirrors ENTRY_DTYPE in host/fastpath.py (144 bytes). */
 typedef struct {
     uint8_t inv[28];      /* header bytes [0, inv_bytes) of a full packet */
     uint32_t full_rows;   /* packets 0 .. full_rows-1 are full; packet full_rows is the short tail, if any */
@@ -74,13 +76,23 @@ typedef struct {
     uint32_t last_seen;   /* out: a LAST flag was seen */
     uint32_t priority;    /* out: priority byte of the last placed packet */
     uint64_t placed_elems; /* out: elements placed */
-    uint32_t need;        /* in: packets to place before the message may complete (0: no limit) */
+    uint32_t need;        /* in: packets to place before the message may complete (0: no limit); with
+                             NEED_WHOLE set, that many are every packet still missing (the sender is not
+                             done), so placing them completes the message whole and C sends its STOP */
     uint32_t probed;      /* out: a PROBE for this message arrived (Python decides what it answers) */
     uint32_t probe_seq;   /* out: the newest such probe's id (its seq field) */
-    uint32_t pad;
+    uint32_t stop_ip;     /* in: where the message's STOP goes (the sender's registered address, host
+                             byte order; 0: C never sends it) */
+    uint16_t stop_port;
+    uint8_t stop_tos;     /* in: IP TOS byte and priority field of the control class */
+    uint8_t stop_prio;
+    uint32_t stop_sent;   /* out: C completed the message whole in this call and sent its STOP */
+    uint8_t pad[8];
 } entry_t;
 
-_Static_assert(sizeof(entry_t) == 128, "entry_t must match ENTRY_DTYPE");
+_Static_assert(sizeof(entry_t) == 144, "entry_t must match ENTRY_DTYPE");
+
+#define NEED_WHOLE 0x80000000u
 
 /* A message this endpoint completed: a PROBE for it is answered with a STOP here.
  * Mirrors DONE_DTYPE in host/fastpath.py (32 bytes). */
@@ -278,7 +290,10 @@ typedef struct {
     done_t *done;
     send_t *sends;
     Py_ssize_t ndone, nsends;
+    int64_t *done_state; /* [next row to write, rows in use] of the done ring (DONE_ROWS = its capacity) */
+    Py_ssize_t done_cap;
     Py_ssize_t control, answered, events; /* control packets consumed; STOPs sent; of those, ones Python must see */
+    Py_ssize_t stops; /* STOPs of messages completed whole in this call (stop_whole) */
     int err;
 } rx_ctx;
 
@@ -312,6 +327,22 @@ static void put_tos(struct cmsghdr *c, int tos) {
     memcpy(CMSG_DATA(c), &tos, sizeof tos);
 }
 
+/* One header-only control packet to ip:port (host byte order) with IP TOS `tos`; returns 1 if it went out.
+ * A failed send (full buffer, refused) is like a lost one: the peer probes again. */
+static int send_header(int fd, const uint8_t *h, uint32_t ip, uint16_t port, int tos) {
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(ip)};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    put_tos((struct cmsghdr *)ctl.buf, tos);
+    struct iovec v = {.iov_base = (void *)h, .iov_len = L.header_size};
+    struct msghdr m = {.msg_name = &to, .msg_namelen = sizeof to, .msg_iov = &v, .msg_iovlen = 1,
+                       .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    return sendmsg(fd, &m, MSG_DONTWAIT) == (ssize_t)L.header_size;
+}
+
 /* STOP (FINAL, no payload) for a PROBE of a message in the done table, from the probe's own header. */
 static void answer_probe(rx_ctx *c, done_t *d, const uint8_t *probe) {
     uint8_t h[HDR_MAX];
@@ -320,20 +351,44 @@ static void answer_probe(rx_ctx *c, done_t *d, const uint8_t *probe) {
     h[L.flags_at] = (uint8_t)K.final_flag;
     h[L.prio_at] = d->priority;
     h[L.drop_at] = 0;
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(d->port), .sin_addr.s_addr = htonl(d->ip)};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    memset(&ctl, 0, sizeof ctl);
-    put_tos((struct cmsghdr *)ctl.buf, d->tos);
-    struct iovec v = {.iov_base = h, .iov_len = L.header_size};
-    struct msghdr m = {.msg_name = &to, .msg_namelen = sizeof to, .msg_iov = &v, .msg_iovlen = 1,
-                       .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
-    /* A failed send (full buffer, refused) is like a lost STOP: the sender probes again. */
-    if (sendmsg(c->fd, &m, MSG_DONTWAIT) == (ssize_t)L.header_size) {
+    if (send_header(c->fd, h, d->ip, d->port, d->tos)) {
         d->answered++;
         c->answered++;
+    }
+}
+
+/* The STOP of every message this call completed whole (see entry_t.need): the one Python's
+ * completion would send (FINAL, no payload, seq 0 as no probe asked, the control class),
+ * built from the message's own header bytes, sent as soon as the last packet is placed rather
+ * than once Python has booked the call. Python is told (stop_sent) and sends none itself. */
+static void stop_whole(rx_ctx *c) {
+    if (!K.set) return;
+    for (Py_ssize_t i = 0; i < c->nentries; i++) {
+        entry_t *e = &c->entries[i];
+        uint32_t need = e->need & ~NEED_WHOLE;
+        if (!(e->need & NEED_WHOLE) || !need || !e->stop_ip || e->stop_sent || e->placed < need) continue;
+        uint8_t h[HDR_MAX];
+        memset(h, 0, L.header_size);
+        memcpy(h, e->full_rows ? e->inv : e->inv_tail, L.inv_bytes);
+        h[0] = (uint8_t)K.stop_vt;
+        h[L.len_at] = h[L.len_at + 1] = 0;
+        h[L.flags_at] = (uint8_t)K.final_flag;
+        h[L.prio_at] = e->stop_prio;
+        if (send_header(c->fd, h, e->stop_ip, e->stop_port, e->stop_tos)) {
+            e->stop_sent = 1;
+            c->stops++;
+            /* Later probes of it are answered from the done ring, as for a completion Python STOPped
+             * (FastReceiver.remember_done): the same key bytes, address and class. */
+            done_t *d = &c->done[c->done_state[0]];
+            memcpy(d->hdr, h, sizeof d->hdr);
+            d->ip = e->stop_ip;
+            d->port = e->stop_port;
+            d->tos = e->stop_tos;
+            d->priority = e->stop_prio;
+            d->answered = 0;
+            c->done_state[0] = (c->done_state[0] + 1) % c->done_cap;
+            if (c->done_state[1] < c->done_cap) c->ndone = ++c->done_state[1];
+        }
     }
 }
 
@@ -533,7 +588,8 @@ static int may_continue(const rx_ctx *c) {
     if (c->nruns || c->err || c->events) return 0;
     for (Py_ssize_t i = 0; i < c->nentries; i++) {
         const entry_t *e = &c->entries[i];
-        if (e->last_seen || (e->need && e->placed >= e->need)) return 0;
+        uint32_t need = e->need & ~NEED_WHOLE;
+        if (e->last_seen || (need && e->placed >= need)) return 0;
     }
     return !c->draw || c->ndraws - c->drop_pos >= c->nslots * MAX_SEGS_PER_SLOT;
 }
@@ -552,9 +608,9 @@ static PyObject *touched_entries(const rx_ctx *c) {
     for (Py_ssize_t i = 0; list && i < c->nentries; i++) {
         const entry_t *e = &c->entries[i];
         if (!e->placed && !e->last_seen && !e->probed) continue;
-        /* (index, packets placed, elements placed, priority, LAST seen, PROBE seen, newest probe id) */
-        PyObject *t = Py_BuildValue("(nIKIiiI)", i, e->placed, (unsigned long long)e->placed_elems, e->priority,
-                                    e->last_seen != 0, e->probed != 0, e->probe_seq);
+        /* (index, packets placed, elements placed, priority, LAST seen, PROBE seen, newest probe id, STOP sent) */
+        PyObject *t = Py_BuildValue("(nIKIiiIi)", i, e->placed, (unsigned long long)e->placed_elems, e->priority,
+                                    e->last_seen != 0, e->probed != 0, e->probe_seq, e->stop_sent != 0);
         if (!t || PyList_Append(list, t) < 0) Py_CLEAR(list);
         Py_XDECREF(t);
     }
@@ -587,7 +643,7 @@ static PyObject *answered_rows(const rx_ctx *c) {
  * rx_batch(fd, ring, slot_bytes, seg_size, nslots, timeout_ms, entries, nentries, runs, drops, drop_pos,
  *          hint_entry, hint_seq, generation, table_generation, budget_us)
  *   -> (datagrams, nruns, drop_pos, injected, truncated, direct, hint_entry, hint_seq, control, answered,
- *       touched, stopped, answered_rows)
+ *       stops, touched, stopped, answered_rows)
  *
  * ring: writable buffer of nslots * slot_bytes; entries: writable buffer of
  * nentries entry_t; runs: writable int64 buffer of at least 3 * nslots *
@@ -606,6 +662,13 @@ static PyObject *answered_rows(const rx_ctx *c) {
  * so Python books the placed packets (entries' out fields, summed over the
  * rounds) once per budget or per event, not once per recvmmsg. budget_us 0:
  * one round.
+ *
+ * Completion STOPs. After each round, an entry whose `need` carries NEED_WHOLE
+ * (every packet still missing, the sender not done) and whose placed count
+ * reached it is complete with nothing lost, which is the one completion C can
+ * judge alone; its STOP is sent here (stop_whole), at once and without the
+ * GIL, and reported in `touched` so that Python's completion sends none.
+ * Python still books the completion (one rule: Assembler.account_placed).
  *
  * Direct placement. For a reliable stored message (op OP_STORE_RELIABLE) the
  * next packets usually continue where the last batch stopped (hint_entry,
@@ -631,11 +694,14 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         return NULL;
     }
     Py_buffer done, sends;
-    Py_ssize_t ndone, nsends;
-    if (!PyArg_ParseTuple(args, "iw*nnniw*nw*Onnny*Lnw*nw*n", &fd, &ring, &slot_bytes, &seg_size, &nslots,
+    Py_buffer done_state;
+    Py_ssize_t nsends;
+    if (!PyArg_ParseTuple(args, "iw*nnniw*nw*Onnny*Lnw*w*w*n", &fd, &ring, &slot_bytes, &seg_size, &nslots,
                           &timeout_ms, &ents, &nentries, &runs, &drops_obj, &drop_pos, &hint_entry, &hint_seq, &gen,
-                          &table_gen, &budget_us, &done, &ndone, &sends, &nsends))
+                          &table_gen, &budget_us, &done, &done_state, &sends, &nsends))
         return NULL;
+    int64_t *dstate = (int64_t *)done_state.buf;
+    Py_ssize_t done_cap = done.len / (Py_ssize_t)sizeof(done_t), ndone = 0;
     PyObject *result = NULL;
     struct iovec *iov = NULL;
     int have_drops = drops_obj != Py_None;
@@ -654,11 +720,13 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "runs buffer too small");
         goto out;
     }
-    if (ndone < 0 || done.len < ndone * (Py_ssize_t)sizeof(done_t) || nsends < 0 ||
+    if (done_state.len < 2 * (Py_ssize_t)sizeof(int64_t) || done_cap < 1 || dstate[0] < 0 ||
+        dstate[0] >= done_cap || dstate[1] < 0 || dstate[1] > done_cap || nsends < 0 ||
         sends.len < nsends * (Py_ssize_t)sizeof(send_t)) {
-        PyErr_SetString(PyExc_ValueError, "done or sends buffer smaller than its row count");
+        PyErr_SetString(PyExc_ValueError, "done ring state outside the done buffer, or sends buffer too small");
         goto out;
     }
+    ndone = (Py_ssize_t)dstate[1];
     if (gen.len < (Py_ssize_t)sizeof(int64_t)) {
         PyErr_SetString(PyExc_ValueError, "generation buffer smaller than one int64");
         goto out;
@@ -679,6 +747,7 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         .draw = have_drops ? (const uint8_t *)drops.buf : NULL, .ndraws = have_drops ? drops.len : 0,
         .drop_pos = drop_pos, .hint_entry = hint_entry, .hint_seq = hint_seq,
         .done = (done_t *)done.buf, .ndone = ndone, .sends = (send_t *)sends.buf, .nsends = nsends,
+        .done_state = dstate, .done_cap = done_cap,
     };
     int n = 0;
 
@@ -689,6 +758,7 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         c.entries[i].placed_elems = 0;
         c.entries[i].probed = 0;
         c.entries[i].probe_seq = 0;
+        c.entries[i].stop_sent = 0;
     }
     for (Py_ssize_t i = 0; i < ndone; i++) c.done[i].answered = 0;
     for (Py_ssize_t i = 0; i < nsends; i++) {
@@ -712,6 +782,7 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
         if (!ready || *generation != (int64_t)table_gen) break;
         int got = rx_round(&c);
         n += got;
+        stop_whole(&c);
         if (got == 0 || budget_us <= 0 || !may_continue(&c)) break;
     }
     Py_END_ALLOW_THREADS
@@ -724,8 +795,8 @@ static PyObject *rx_batch(PyObject *self, PyObject *args) {
     }
     PyObject *touched = touched_entries(&c), *stopped = stopped_sends(&c), *rows = answered_rows(&c);
     if (touched && stopped && rows)
-        result = Py_BuildValue("(innnnnnnnnOOO)", n, c.nruns, c.drop_pos, c.injected, c.truncated, c.direct,
-                               c.hint_entry, c.hint_seq, c.control, c.answered, touched, stopped, rows);
+        result = Py_BuildValue("(innnnnnnnnnOOO)", n, c.nruns, c.drop_pos, c.injected, c.truncated, c.direct,
+                               c.hint_entry, c.hint_seq, c.control, c.answered, c.stops, touched, stopped, rows);
     Py_XDECREF(touched);
     Py_XDECREF(stopped);
     Py_XDECREF(rows);
@@ -736,8 +807,99 @@ out:
     PyBuffer_Release(&runs);
     PyBuffer_Release(&gen);
     PyBuffer_Release(&done);
+    PyBuffer_Release(&done_state);
     PyBuffer_Release(&sends);
     if (have_drops && drops.obj) PyBuffer_Release(&drops);
+    return result;
+}
+
+/*
+ * place_runs(ring, runs_in, nruns_in, entries, nentries, runs_out) -> (nruns_out, touched)
+ *
+ * The runs an rx_batch call left, placed again against a rebuilt table: a message
+ * posted while C was receiving (the table is rebuilt only between calls) had its
+ * packets left in the ring, and the assembler would place them in numpy. Each run
+ * (start, nbytes, segment size) is split into segments exactly as rx_batch does;
+ * a segment is placed under the same checks (match, place), and what is not placed
+ * (control packets, packets of messages still not expected, anything malformed)
+ * is reported as runs for the assembler, as rx_batch would have. `touched` as
+ * rx_batch's (the entries' out fields are reset first). Writes only inside message
+ * buffers, under the same checks; runs_in must lie inside the ring.
+ */
+static PyObject *place_runs(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer ring, rin, ents, rout;
+    Py_ssize_t nin, nentries;
+    if (!L.set) {
+        PyErr_SetString(PyExc_RuntimeError, "set_layout() must be called first");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "w*y*nw*nw*", &ring, &rin, &nin, &ents, &nentries, &rout)) return NULL;
+    PyObject *result = NULL;
+    const int64_t *in = (const int64_t *)rin.buf;
+    if (nin < 0 || rin.len < nin * 3 * (Py_ssize_t)sizeof(int64_t) || nentries < 0 ||
+        ents.len < nentries * (Py_ssize_t)sizeof(entry_t)) {
+        PyErr_SetString(PyExc_ValueError, "runs or entries buffer smaller than its count");
+        goto out;
+    }
+    /* Each input run can leave at most one output run per segment boundary: bound the output by the
+     * segments of the input, at most one run per two segments plus one per input run. */
+    Py_ssize_t need_out = 0;
+    for (Py_ssize_t r = 0; r < nin; r++) {
+        int64_t start = in[3 * r], len = in[3 * r + 1], gso = in[3 * r + 2];
+        if (start < 0 || len < 0 || gso <= 0 || start > (int64_t)ring.len || len > (int64_t)ring.len - start) {
+            PyErr_SetString(PyExc_ValueError, "a run lies outside the ring");
+            goto out;
+        }
+        need_out += (Py_ssize_t)(len / gso) / 2 + 2;
+    }
+    if (rout.len < need_out * 3 * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "runs_out buffer too small");
+        goto out;
+    }
+    rx_ctx c = {.base = (uint8_t *)ring.buf, .nentries = nentries, .entries = (entry_t *)ents.buf,
+                .out_runs = (int64_t *)rout.buf};
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < nentries; i++) {
+        entry_t *e = &c.entries[i];
+        e->placed = e->last_seen = e->probed = e->probe_seq = e->stop_sent = 0;
+        e->placed_elems = 0;
+    }
+    for (Py_ssize_t r = 0; r < nin; r++) {
+        int64_t start = in[3 * r], len = in[3 * r + 1];
+        size_t gso = (size_t)in[3 * r + 2];
+        int64_t run_start = -1, run_len = 0;
+        for (int64_t off = 0; off < len; off += (int64_t)gso) {
+            size_t seg_len = (size_t)(len - off) < gso ? (size_t)(len - off) : gso;
+            uint8_t *seg = c.base + start + off;
+            int consumed = 0;
+            if (seg_len >= L.header_size) {
+                int tail;
+                entry_t *e = match(c.entries, c.nentries, &c.cache, seg, seg_len, &tail);
+                consumed = e && place(e, seg, tail);
+            }
+            if (consumed) {
+                if (run_start >= 0) emit_run(&c, run_start, run_len, gso);
+                run_start = -1;
+                continue;
+            }
+            if (run_start < 0) {
+                run_start = start + off;
+                run_len = 0;
+            }
+            run_len += (int64_t)seg_len;
+        }
+        if (run_start >= 0) emit_run(&c, run_start, run_len, gso);
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *touched = touched_entries(&c);
+    if (touched) result = Py_BuildValue("(nO)", c.nruns, touched);
+    Py_XDECREF(touched);
+out:
+    PyBuffer_Release(&ring);
+    PyBuffer_Release(&rin);
+    PyBuffer_Release(&ents);
+    PyBuffer_Release(&rout);
     return result;
 }
 
@@ -1144,6 +1306,7 @@ static PyMethodDef methods[] = {
     {"set_control", set_control, METH_VARARGS, "Control packet types, FINAL flag and message-key span."},
     {"runs_capacity", runs_capacity, METH_VARARGS, "Rows of (start, nbytes, seg_size) one slot may need."},
     {"rx_batch", rx_batch, METH_VARARGS, "One recvmmsg batch with the common case placed in C."},
+    {"place_runs", place_runs, METH_VARARGS, "Runs rx_batch left, placed again against a rebuilt table."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -225,6 +225,7 @@ class Endpoint:
             # Early NACKs look at every batch's progress, so C then returns after each one.
             budget = 0.0 if self.cfg.reorder_window else DEFAULT_BUDGET_S
             self._fast = FastReceiver(self.sock, self.seg_size, budget_s=budget)
+            self._fast.set_replies(self.addresses, self._control_tos, self.control_class)
             self._tx, self._rx_tx = FastSender(self.seg_size), FastSender(self.seg_size)
         else:
             self._ring = RecvRing(self.sock, self.seg_size)
@@ -706,8 +707,9 @@ class Endpoint:
     def _rx_fast(self, fast: FastReceiver) -> None:
         """One batch through the C path: it places the common case, the assembler takes the rest."""
         with self._lock:
-            fast.refresh(self.asm)
-            fast.track_sends(self._out_generation, lambda: [(k, o.template.row) for k, o in self._out.items()])
+            if fast.stale(self.asm, self._out_generation):
+                fast.refresh(self.asm)
+                fast.track_sends(self._out_generation, self._out)
         # No lock here: C writes only into buffers of messages in its table, which
         # only this thread completes; a message posted meanwhile goes the numpy way.
         got = fast.receive(0.02, self.loss)
@@ -718,6 +720,7 @@ class Endpoint:
         with self._cond:
             self._stopped_in_batch.clear()
             fast.account(self.asm, got, now)
+            fast.place_leftovers(self.asm, got, now)  # packets of messages posted while C received
             self._handle(got.result, now)
             for start, nbytes, seg in got.runs:
                 self._handle(self.asm.ingest(fast.buf[start : start + nbytes], seg_size=seg, now=now), now)
@@ -726,7 +729,8 @@ class Endpoint:
                 fast.apply_last(self.asm, got, last, now)
                 self._handle(last, now)
             if got.control:  # what C saw of PROBEs and STOPs, after the data as on the Python path
-                for msg, seq in fast.probes():
+                self.stops_saved += got.stops_saved
+                for msg, seq in got.probed:
                     self._heard[msg.key.src] = now
                     self._probe_arrived(msg.key, seq, msg.spec.kind, msg.spec.dtype, msg.spec.layer, now)
                 for key in fast.stops():
@@ -816,6 +820,8 @@ class Endpoint:
         if handle is not None:
             handle.event.set()
         self._stopped_in_batch.add(msg.key)
+        if self._fast is not None and msg.key in self._fast.stopped_whole:
+            return  # C sent this STOP and remembers the message for later probes (host/_fastpath.c stop_whole)
         self._send_bitmap(msg, PacketType.STOP, probe_id)
         if self._fast is not None:  # later probes of it are answered in C (the same STOP as _probe_arrived's)
             src = msg.key.src
@@ -913,7 +919,7 @@ class Endpoint:
 
     def _account(self, out: _Out, offset: int, payload: bytes) -> None:
         n = out.spec.pkt_count
-        lost = np.zeros(n, dtype=bool)
+        lost = np.zeros(n if payload else 0, dtype=bool)
         if payload:
             bits = np.unpackbits(np.frombuffer(payload, dtype=np.uint8), bitorder="little")
             span = bits[: max(0, min(bits.size, n - offset))]
@@ -922,12 +928,13 @@ class Endpoint:
             if not out.fed_back:
                 out.fed_back = True
                 self.pacer(out.dst).on_feedback(0.0)
-            sent = np.bincount(out.drop_classes, minlength=NUM_DROP_CLASSES)
-            gone = np.bincount(out.drop_classes[lost], minlength=NUM_DROP_CLASSES) if payload else sent * 0
-            for c in np.flatnonzero(sent):
-                entry = self.send_stats.lost_by_drop_class.setdefault(int(c), [0, 0])
-                entry[0] += int(gone[c])
-                entry[1] += int(sent[c])
+            sent = np.bincount(out.drop_classes, minlength=NUM_DROP_CLASSES).tolist()
+            gone = np.bincount(out.drop_classes[lost], minlength=NUM_DROP_CLASSES).tolist() if payload else None
+            for c, k in enumerate(sent):
+                if k:
+                    entry = self.send_stats.lost_by_drop_class.setdefault(c, [0, 0])
+                    entry[0] += gone[c] if gone is not None else 0
+                    entry[1] += k
         elif payload:
             for c in np.unique(out.drop_classes[lost]):
                 self.send_stats.lost_by_drop_class.setdefault(int(c), [0, 0])[0] += int(

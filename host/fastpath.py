@@ -20,9 +20,10 @@ from __future__ import annotations
 import logging
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Protocol
 
 import numpy as np
 
@@ -43,18 +44,24 @@ ENTRY_DTYPE = np.dtype(
         "names": [
             "inv", "full_rows", "dst", "received", "pb", "epp", "op", "tail_bytes", "inv_tail",
             "placed", "last_seen", "priority", "placed_elems", "need", "probed", "probe_seq",
+            "stop_ip", "stop_port", "stop_tos", "stop_prio", "stop_sent",
         ],
         "formats": [
             ("u1", 28), "<u4", "<u8", "<u8", "<u4", "<u4", "<u4", "<u4", ("u1", 28), "<u4", "<u4", "<u4", "<u8", "<u4",
-            "<u4", "<u4",
+            "<u4", "<u4", "<u4", "<u2", "u1", "u1", "<u4",
         ],
-        "offsets": [0, 28, 32, 40, 48, 52, 56, 60, 64, 92, 96, 100, 104, 112, 116, 120],
-        "itemsize": 128,
+        "offsets": [0, 28, 32, 40, 48, 52, 56, 60, 64, 92, 96, 100, 104, 112, 116, 120, 124, 128, 130, 131, 132],
+        "itemsize": 144,
     }
 )  # fmt: skip
 """One expected message, as ``entry_t`` in host/_fastpath.c."""
-_ENTRY_STRUCT = struct.Struct("<28sIQQIIII28s36x")
-"""The input fields of ENTRY_DTYPE, packed (the output fields after them start zero)."""
+_ENTRY_STRUCT = struct.Struct("<28sIQQIIII28s32xIHBB12x")
+"""The input fields of ENTRY_DTYPE, packed (the output fields between and after them start zero)."""
+NEED_WHOLE = 1 << 31
+"""Flag in an entry's ``need``: that many packets are every one still missing (the sender is not done), so C
+completes the message whole once it placed them and sends its STOP itself (host/_fastpath.c ``stop_whole``)."""
+_DONE_STRUCT = struct.Struct("<20sIHBB4x")
+"""A DONE_DTYPE row, packed (``answered`` starts zero)."""
 
 _KEY_ROW = 20
 """Header bytes a control table row keeps: kind and dtype, and the message key (job, src, token, msg_id, round)."""
@@ -94,6 +101,7 @@ _OPS = {DType.FLOAT32: 1, DType.FLOAT64: 2, DType.INT32: 3}  # reduce-on-receive
 _FIELD = {f.name: f for f in HEADER_FIELDS}
 _LEN_AT = _FIELD["length"].offset
 _RETX = int(Flag.RETX)
+_SRC_AT = _FIELD["src"].offset
 _module: ModuleType | None = None
 _tried = False
 _load_error = ""
@@ -133,6 +141,13 @@ def unavailable_reason() -> str:
     return _load_error
 
 
+class _Send(Protocol):
+    """What :meth:`FastReceiver.track_sends` reads of a send: its packets' header template."""
+
+    @property
+    def template(self) -> HeaderTemplate: ...
+
+
 @dataclass
 class FastBatch:
     """What one receive call left for the assembler, and what it did itself."""
@@ -145,11 +160,21 @@ class FastBatch:
     """Control packets C handled (PROBEs answered or reported, STOPs reported)."""
     answered: int = 0
     """Of those, PROBEs of completed messages that C answered with a STOP itself."""
-    touched: list[tuple[int, int, int, int, bool, bool, int]] = field(default_factory=list)
-    """Table entries C placed into, saw LAST or a PROBE for: (index, packets, elements, priority, last, probed,
-    probe id), built by C so that booking reads no numpy table."""
-    last: bool = False
-    """Some entry saw a LAST flag (:meth:`FastReceiver.apply_last` has work)."""
+    placed: list[tuple[Message, int, int, int, bool]] = field(default_factory=list)
+    """(message, packets, elements, priority of the last one, STOP sent by C) of each message C placed into,
+    from lists C builds, so that booking reads no numpy table; resolved to messages at once, so the table
+    may be rebuilt before they are booked."""
+    lasts: list[Message] = field(default_factory=list)
+    """Messages C saw a LAST flag for (:meth:`FastReceiver.apply_last` applies them)."""
+    probed: list[tuple[Message, int]] = field(default_factory=list)
+    """(message, newest probe id) of each expected message C saw a PROBE for."""
+    stops_saved: int = 0
+    """PROBEs of messages C completed whole in the same call: the STOP C sent answers them."""
+
+    @property
+    def last(self) -> bool:
+        """Some message saw a LAST flag (:meth:`FastReceiver.apply_last` has work)."""
+        return bool(self.lasts)
 
 
 class FastReceiver:
@@ -173,8 +198,17 @@ class FastReceiver:
         self.buf = np.zeros(self.slots * self.slot_bytes, dtype=np.uint8)
         self._runs = np.zeros((self.slots * mod.runs_capacity(self.slot_bytes), 3), dtype=np.int64)
         self._entries = np.zeros(0, dtype=ENTRY_DTYPE)
+        self._need = self._entries["need"]
         self._msgs: list[Message] = []
-        self._rows: dict[MessageKey, tuple[Message, np.void]] = {}
+        self._rows: dict[MessageKey, tuple[Message, bytes]] = {}
+        # Where each rank's STOPs go (set_replies): C sends a whole message's STOP itself.
+        self._reply: dict[int, tuple[int, int]] = {}
+        self._stop_tos = 0
+        self._stop_prio = 0
+        self.stopped_whole: set[MessageKey] = set()
+        """Messages C completed whole in the last call and sent the STOP of (Python sends none)."""
+        self.whole_stops = 0
+        """STOPs of messages C completed whole and sent itself."""
         self._index: dict[MessageKey, int] = {}
         # Where the next packets probably go (direct placement of reliable stored messages).
         self._hint_key: MessageKey | None = None
@@ -192,14 +226,16 @@ class FastReceiver:
         # rows C answers probes for, and the sends awaiting a STOP. Only the receive
         # thread writes them, between calls; other threads queue changes under the lock.
         self._done = np.zeros(DONE_ROWS, dtype=DONE_DTYPE)
-        self._done_src: list[int] = [0] * DONE_ROWS
-        self._ndone = 0
-        self._done_next = 0
-        self._done_queue: list[tuple[np.ndarray, int, tuple[str, int], int, int]] = []
+        self._done_state = np.zeros(2, dtype=np.int64)
+        """[next row to write, rows in use] of the ring: C adds the rows of the messages it STOPs itself."""
+        self._done_queue: list[tuple[bytes, tuple[str, int], int, int]] = []
         self._sends = np.zeros(0, dtype=SEND_DTYPE)
         self._send_keys: list[MessageKey] = []
+        self._send_index: set[MessageKey] = set()
         self._sends_generation = -1
-        self._touched: list[tuple[int, int, int, int, bool, bool, int]] = []
+        self._probed: list[tuple[Message, int]] = []
+        self.replaced = 0
+        """Leftover runs placed again in C after a table rebuild (:meth:`place_leftovers`)."""
         self._stopped: list[int] = []
         self._answered_rows: list[int] = []
         self.control = 0
@@ -207,20 +243,42 @@ class FastReceiver:
         self.answered = 0
         """PROBEs of completed messages answered with a STOP in C."""
 
+    def set_replies(self, addresses: dict[int, tuple[str, int]], tos: int, priority: int) -> None:
+        """Where C sends the STOP of a message it completed whole: each rank's address, the control class."""
+        self._reply = {r: (_ip(a[0]), a[1]) for r, a in addresses.items()}
+        self._stop_tos, self._stop_prio = tos, priority
+        self._rows.clear()
+        self._generation = -1
+
+    def stale(self, asm: Assembler, sends_generation: int) -> bool:
+        """Whether :meth:`refresh` or :meth:`track_sends` has work (one check per call when nothing changed)."""
+        return (
+            int(asm.generation_cell[0]) != self._generation
+            or sends_generation != self._sends_generation
+            or bool(self._done_queue)
+        )
+
     def refresh(self, asm: Assembler) -> None:
-        """Rebuild the message table if the assembler's expected messages changed (caller holds its lock)."""
-        if asm.generation == self._generation:
+        """Rebuild the message table if the assembler's expected messages changed (caller holds its lock).
+
+        A message's entry is packed once (:func:`_entry`) and reused by every rebuild while it is expected.
+        """
+        generation = asm.generation
+        if generation == self._generation:
             return
         msgs = [m for m in asm.pending if _placeable(m)]
-        rows = []
+        old = self._rows
+        rows = {}
         for m in msgs:
-            cached = self._rows.get(m.key)
-            rows.append(
-                cached[1] if cached is not None and cached[0] is m else _entry(m, asm.token_of(m.key.job_id) or 0)
-            )
-        self._rows = {m.key: (m, row) for m, row in zip(msgs, rows, strict=True)}
-        self._entries = np.array(rows, dtype=ENTRY_DTYPE)
-        self._msgs, self._generation = msgs, asm.generation
+            cached = old.get(m.key)
+            if cached is None or cached[0] is not m:
+                ip, port = self._reply.get(m.key.src, (0, 0))
+                cached = (m, _entry(m, asm.token_of(m.key.job_id) or 0, ip, port, self._stop_tos, self._stop_prio))
+            rows[m.key] = cached
+        self._rows = rows
+        self._entries = np.frombuffer(bytearray(b"".join(r for _, r in rows.values())), dtype=ENTRY_DTYPE)
+        self._need = self._entries["need"]
+        self._msgs, self._generation = msgs, generation
         self._gen_cell = asm.generation_cell
         self._index = {m.key: i for i, m in enumerate(msgs)}
 
@@ -234,39 +292,46 @@ class FastReceiver:
         cached = self._rows.get(spec.key)  # the message's table entry holds those header bytes already
         if cached is not None:
             row = cached[1]
-            hdr = (row["inv"] if row["full_rows"] else row["inv_tail"])[:_KEY_ROW].copy()
+            hdr = row[:_KEY_ROW] if row[28:32] != bytes(4) else row[64 : 64 + _KEY_ROW]  # full_rows, inv_tail
         else:
-            hdr = _header(spec, 0, token)[:_KEY_ROW]
-        self._done_queue.append((hdr, spec.key.src, addr, tos, priority))
+            hdr = _header(spec, 0, token)[:_KEY_ROW].tobytes()
+        self._done_queue.append((hdr, addr, tos, priority))
 
-    def track_sends(self, generation: int, sends: Callable[[], list[tuple[MessageKey, np.ndarray]]]) -> None:
+    def track_sends(self, generation: int, sends: Mapping[MessageKey, _Send]) -> None:
         """The sends whose STOP C takes, and the queued completed messages (receive thread, lock held).
 
-        ``sends()``: (key, header template row) of every started send; called only
-        when ``generation`` changed since the last call.
+        ``sends``: every started send by key (its ``template.row`` holds its header bytes), looked at only
+        when ``generation`` changed since the last call. The table is rebuilt only when a send is new to
+        it: a row left by a send that ended costs nothing but a STOP taken in C for a key Python no longer
+        knows, which it then ignores, as it ignores such a STOP decoded by the assembler.
         """
-        for hdr, src, addr, tos, priority in self._done_queue:
-            row = self._done[self._done_next]
-            row["hdr"] = hdr
-            row["ip"] = struct.unpack("!I", socket.inet_aton(addr[0]))[0]
-            row["port"] = addr[1]
-            row["tos"] = tos
-            row["priority"] = priority
-            self._done_src[self._done_next] = src
-            self._done_next = (self._done_next + 1) % DONE_ROWS
-            self._ndone = min(DONE_ROWS, self._ndone + 1)
-        self._done_queue.clear()
+        if self._done_queue:
+            raw = self._done.view(np.uint8)
+            state = self._done_state
+            for hdr, addr, tos, priority in self._done_queue:
+                at = int(state[0]) * DONE_DTYPE.itemsize
+                raw[at : at + DONE_DTYPE.itemsize] = np.frombuffer(
+                    _DONE_STRUCT.pack(hdr, _ip(addr[0]), addr[1], tos, priority), dtype=np.uint8
+                )
+                state[0] = (state[0] + 1) % DONE_ROWS
+                state[1] = min(DONE_ROWS, state[1] + 1)
+            self._done_queue.clear()
         if generation != self._sends_generation:
-            rows = sends()
-            self._sends = np.zeros(len(rows), dtype=SEND_DTYPE)
-            for i, (_, template) in enumerate(rows):
-                self._sends[i]["hdr"] = template[:_KEY_ROW]
-            self._send_keys = [key for key, _ in rows]
             self._sends_generation = generation
+            known = self._send_index
+            if all(key in known for key in sends):
+                return
+            pad = bytes(SEND_DTYPE.itemsize - _KEY_ROW)
+            self._sends = np.frombuffer(
+                bytearray(b"".join(s.template.row[:_KEY_ROW].tobytes() + pad for s in sends.values())),
+                dtype=SEND_DTYPE,
+            )
+            self._send_keys = list(sends)
+            self._send_index = set(self._send_keys)
 
     def probes(self) -> list[tuple[Message, int]]:
         """(message, probe id) of each expected message C saw a PROBE for in the last call."""
-        return [(self._msgs[t[0]], t[6]) for t in self._touched if t[5]]
+        return self._probed
 
     def stops(self) -> list[MessageKey]:
         """Sends C saw a STOP (no bitmap) for in the last call."""
@@ -274,7 +339,8 @@ class FastReceiver:
 
     def answered_sources(self) -> list[int]:
         """Ranks whose probes C answered in the last call (they are alive)."""
-        return [self._done_src[i] for i in self._answered_rows]
+        raw = self._done.view(np.uint8).reshape(DONE_ROWS, DONE_DTYPE.itemsize)
+        return [int.from_bytes(raw[i, _SRC_AT : _SRC_AT + 2].tobytes(), "big") for i in self._answered_rows]
 
     def receive(self, timeout_s: float, loss: LossInjector | None) -> FastBatch | None:
         """Wait up to ``timeout_s`` for data and take one batch; ``None`` if nothing came."""
@@ -284,18 +350,19 @@ class FastReceiver:
             self._draws = np.concatenate((self._draws[self._draw_pos :], fresh))
             self._draw_pos = 0
         if self._msgs:  # C returns early once a message may complete (racy reads only move that moment)
-            self._entries["need"] = [m.packets_before_ready for m in self._msgs]
+            self._need[:] = [m.packets_before_ready | (0 if m.sender_done else NEED_WHOLE) for m in self._msgs]
         hint = self._index.get(self._hint_key, -1) if self._hint_key is not None else -1
         got = self._c.rx_batch(
             self.fd, self.buf, self.slot_bytes, self.seg_size, self.slots, max(0, int(timeout_s * 1000)),
             self._entries, len(self._entries), self._runs, self._draws if loss is not None else None,
             self._draw_pos, hint, self._hint_seq, self._gen_cell, self._generation, self.budget_us,
-            self._done, self._ndone, self._sends, len(self._sends),
+            self._done, self._done_state, self._sends, len(self._sends),
         )  # fmt: skip
-        n, nruns, pos, injected, truncated, direct, hint, self._hint_seq, control, answered = got[:10]
-        self._touched, self._stopped, self._answered_rows = got[10:]
+        n, nruns, pos, injected, truncated, direct, hint, self._hint_seq, control, answered, stops = got[:11]
+        touched, self._stopped, self._answered_rows = got[11:]
         self._hint_key = self._msgs[hint].key if 0 <= hint < len(self._msgs) else None
         if n == 0:
+            self._probed = []
             return None
         self.calls += 1
         self.datagrams += n
@@ -303,12 +370,55 @@ class FastReceiver:
         self.direct += direct
         self.control += control
         self.answered += answered
+        self.whole_stops += stops
         if loss is not None:
             self._draw_pos = pos
             loss.dropped += injected
         runs: list[tuple[int, int, int]] = self._runs[:nruns].tolist() if nruns else []
-        touched = self._touched
-        return FastBatch(IngestResult(), runs, n, control, answered, touched, any(t[4] for t in touched))
+        batch = FastBatch(IngestResult(), runs, n, control, answered)
+        self._resolve(batch, touched)
+        self._probed = batch.probed
+        return batch
+
+    def _resolve(self, batch: FastBatch, touched: list[tuple[int, int, int, int, bool, bool, int, bool]]) -> None:
+        """C's touched entries (index, packets, elements, priority, LAST, PROBE, probe id, STOP sent) as messages."""
+        msgs = self._msgs
+        for i, placed, elems, priority, last, probed, probe_id, stop_sent in touched:
+            msg = msgs[i]
+            if placed:
+                batch.placed.append((msg, placed, elems, priority, stop_sent))
+            if last:
+                batch.lasts.append(msg)
+            if probed:
+                if stop_sent:  # completed in this call: its STOP answers the probe (Endpoint._stopped_in_batch)
+                    batch.stops_saved += 1
+                else:
+                    batch.probed.append((msg, probe_id))
+
+    def place_leftovers(self, asm: Assembler, batch: FastBatch, now: float) -> None:
+        """Place ``batch``'s leftover runs in C once more if messages were posted meanwhile (lock held).
+
+        The table is rebuilt only between calls, so packets of a message posted while C was receiving
+        were left in the ring, and the assembler would place them in numpy. After :meth:`account`:
+        rebuilds the table, places what now matches (same checks as the receive call), books it, and
+        leaves in ``batch.runs`` only what the assembler must still see. LAST flags join
+        ``batch.lasts``, applied after those runs as usual.
+        """
+        if not batch.runs or asm.generation == self._generation:
+            return
+        self.refresh(asm)
+        if not self._msgs:
+            return
+        runs_in = np.array(batch.runs, dtype=np.int64)
+        out = np.empty((int((runs_in[:, 1] // runs_in[:, 2] // 2 + 2).sum()), 3), dtype=np.int64)
+        nruns, touched = self._c.place_runs(self.buf, runs_in, len(runs_in), self._entries, len(self._entries), out)
+        self.replaced += len(runs_in)
+        again = FastBatch(batch.result, [], 0)
+        self._resolve(again, touched)
+        for msg, placed, elems, priority, _ in again.placed:
+            asm.account_placed(batch.result, msg, placed, priority, False, now, elems)
+        batch.lasts += again.lasts
+        batch.runs = out[:nruns].tolist()
 
     def account(self, asm: Assembler, batch: FastBatch, now: float) -> None:
         """Book what C placed in the last batch (caller holds the assembler's lock).
@@ -321,19 +431,16 @@ class FastReceiver:
         if batch.control:  # accepted, as the assembler counts a control packet it decodes
             asm.counters.counts[DropReason.OK] += batch.control
             batch.result.accepted += batch.control
-        for i, placed, elems, priority, _, _, _ in batch.touched:
-            if not placed:
-                continue
-            msg = self._msgs[i]
+        self.stopped_whole.clear()
+        for msg, placed, elems, priority, stop_sent in batch.placed:
+            if stop_sent:
+                self.stopped_whole.add(msg.key)
             if asm.message(msg.key) is msg:  # not completed or cancelled meanwhile
                 asm.account_placed(batch.result, msg, placed, priority, False, now, elems)
 
     def apply_last(self, asm: Assembler, batch: FastBatch, result: IngestResult, now: float) -> None:
         """The LAST flags C saw in ``batch`` (after :meth:`account` and the leftover runs)."""
-        for i, _, _, _, last, _, _ in batch.touched:
-            if not last:
-                continue
-            msg = self._msgs[i]
+        for msg in batch.lasts:
             if asm.message(msg.key) is msg:
                 asm.account_placed(result, msg, 0, msg.priority, True, now)
 
@@ -433,8 +540,11 @@ class FastClassifier:
         return out
 
 
-def _entry(msg: Message, token: int) -> np.void:
-    """The table entry of one message (one struct pack: numpy's field-by-field writes cost ten times as much)."""
+def _entry(msg: Message, token: int, stop_ip: int, stop_port: int, stop_tos: int, stop_prio: int) -> bytes:
+    """The table entry of one message, packed (numpy's field-by-field writes cost ten times as much).
+
+    ``stop_*``: where and in which class C sends the message's STOP once it completed it whole (ip 0: never).
+    """
     spec = msg.spec
     full_rows = spec.num_elems // spec.elems_per_packet
     hdr = bytearray(_header(spec, 0, token)[:INVARIANT_BYTES])  # the short last packet's differs in its length
@@ -449,11 +559,15 @@ def _entry(msg: Message, token: int) -> np.void:
         op = _OPS[spec.dtype]
     else:  # a message that completes only whole may be received straight into place (host/_fastpath.c)
         op = _STORE_RELIABLE if spec.max_missing_elems == 0 else _STORE
-    packed = _ENTRY_STRUCT.pack(
+    return _ENTRY_STRUCT.pack(
         inv, full_rows, msg.view.ctypes.data, msg.received.ctypes.data, spec.packet_bytes, spec.elems_per_packet,
-        op, tail_bytes, inv_tail,
+        op, tail_bytes, inv_tail, stop_ip, stop_port, stop_tos, stop_prio,
     )  # fmt: skip
-    return np.frombuffer(packed, dtype=ENTRY_DTYPE)[0]
+
+
+def _ip(host: str) -> int:
+    """An IPv4 address as the C tables keep it (host byte order)."""
+    return int(struct.unpack("!I", socket.inet_aton(host))[0])
 
 
 def _header(spec: MessageSpec, seq: int, token: int) -> np.ndarray:

@@ -98,6 +98,44 @@ def test_probes_of_a_receive_before_and_after_it_completes(fast_path: bool) -> N
 
 
 @pytest.mark.parametrize("fast_path", [C_PATH, NUMPY_PATH])
+def test_a_message_received_whole_is_stopped_once_the_same_from_c_and_python(fast_path: bool) -> None:
+    """Every packet arrives, no probe: exactly one STOP, field for field the same on both paths (on the C path
+    C sent it, completing the message whole); the STOP lost, a probe and its duplicate get a STOP each."""
+    peer = RawPeer()
+    ep = _endpoint(peer, fast_path)
+    try:
+        spec = _spec(6, 256 * 8, src=0)
+        values = np.arange(spec.num_elems, dtype=np.float32)
+        got = np.zeros_like(values)
+        handle = ep.post_recv(spec, got)
+        time.sleep(0.1)  # the receive thread has the message in its table before the data comes
+        for d in build_packets(spec, values, token=TOKEN, priority=3).packets():
+            peer.sock.sendto(d, ep.address)
+        ep.wait(handle)
+        np.testing.assert_array_equal(got, values)
+        stop = Header(
+            PacketType.STOP, Flag.FINAL, priority=ep.control_class, job_id=1, src=0, token=TOKEN, msg_id=6,
+            kind=MessageKind.ALL_GATHER, pkt_count=8,
+        )  # fmt: skip
+        assert peer.receive() == [(stop, CONTROL_TOS)]
+        if fast_path:
+            assert ep._fast is not None and ep._fast.whole_stops == 1, "C sent it"
+        seen = _control_seen(ep)
+        for _ in range(2):
+            peer.sock.sendto(_probe(6, 4), ep.address)
+        answers = peer.receive()
+        # (a probe's answer need not carry the packet count: Python's says 1, C's echoes the probe's)
+        assert [(dataclasses.replace(h, pkt_count=8), tos) for h, tos in answers] == [
+            (dataclasses.replace(stop, seq=4), CONTROL_TOS)
+        ] * 2
+        if fast_path:
+            assert _control_seen(ep) == (seen[0] + 2, seen[1] + 2), "both answered in C, from its ring"
+    finally:
+        ep.close()
+        peer.close()
+
+
+@pytest.mark.parametrize("fast_path", [C_PATH, NUMPY_PATH])
 def test_a_send_ends_on_stop_and_retransmits_on_bitmap(fast_path: bool) -> None:
     """BITMAP (Python decides): the missing packets go again; STOP: send_wait returns, the loss is booked."""
     peer = RawPeer()

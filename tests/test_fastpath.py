@@ -7,8 +7,10 @@ assembler fed the same datagrams one by one.
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -439,7 +441,7 @@ def test_repeated_control_packets_in_one_call_are_reported_once(pair: Pair) -> N
     sending = MessageSpec(MessageKey(JOB, 0, 24, 0), MessageKind.PUSH, 64 * 4, EPP, DType.FLOAT32)  # ours to rank 1
     fast = fastpath.FastReceiver(pair.rx, HEADER_SIZE + EPP * 4, slots=8)
     fast.refresh(asm)
-    fast.track_sends(1, lambda: [(sending.key, HeaderTemplate(sending, TOKEN).row)])
+    fast.track_sends(1, {sending.key: SimpleNamespace(template=HeaderTemplate(sending, TOKEN))})
 
     def probe(seq: int) -> bytes:
         return Header(PacketType.PROBE, job_id=JOB, src=1, token=TOKEN, msg_id=23, pkt_count=4, seq=seq).pack()
@@ -461,3 +463,120 @@ def test_repeated_control_packets_in_one_call_are_reported_once(pair: Pair) -> N
         result = asm.ingest(fast.buf[start : start + nbytes], seg_size=seg)
         assert result.dropped == 1 and not result.control
     assert asm.counters[DropReason.TRUNCATED] == 1
+
+
+def _stop_replies(sock: socket.socket, quiet_s: float = 0.2) -> list[Header]:
+    """Headers of the datagrams that reached ``sock`` until it stayed quiet for ``quiet_s``."""
+    got = []
+    sock.settimeout(quiet_s)
+    try:
+        while True:
+            got.append(Header.unpack(sock.recv(65536)[:HEADER_SIZE]))
+    except TimeoutError:
+        return got
+
+
+def test_c_stops_a_message_it_completes_whole_and_a_probe_in_that_call_gets_no_second_stop(pair: Pair) -> None:
+    """The last packet placed in C completes the message with nothing lost: C sends its STOP (what Python's
+    completion sends: FINAL, seq 0, no payload, the control class) and remembers the message, so a probe
+    that arrived in the same call is answered by that STOP alone, and one that comes later (the STOP lost)
+    is answered in C with its own id."""
+    spec = _spec(25, 64 * 4, DType.FLOAT32)  # 4 packets from rank 1
+    values = _values(spec.num_elems, DType.FLOAT32, 25)
+    asm = _assembler()
+    out = np.zeros_like(values)
+    msg = asm.expect(spec, out)
+    fast = fastpath.FastReceiver(pair.rx, HEADER_SIZE + EPP * 4, slots=8, budget_s=1.0)
+    data = packets(spec, values, last=False).packets()
+    probe = Header(PacketType.PROBE, job_id=JOB, src=1, token=TOKEN, msg_id=25, pkt_count=4, seq=6).pack()
+    pair.send([*data[:3], probe, *data[3:]])  # the probe overtook the last packet: both in one call
+    fast.set_replies({1: ("127.0.0.1", pair.tx.getsockname()[1])}, tos=0xE2, priority=7)
+    time.sleep(0.05)
+    fast.refresh(asm)
+    got = fast.receive(0.5, None)
+    assert got is not None and got.datagrams == 5 and got.runs == []
+    assert fast.whole_stops == 1 and got.stops_saved == 1 and got.probed == [], "the STOP answers the probe"
+    fast.account(asm, got, 0.0)
+    assert msg.done and msg.lost_elems == 0 and fast.stopped_whole == {spec.key}
+    np.testing.assert_array_equal(out, values)
+    stop = Header(PacketType.STOP, Flag.FINAL, priority=7, job_id=JOB, src=1, token=TOKEN, msg_id=25,
+                  kind=spec.kind, dtype=spec.dtype, pkt_count=4)  # fmt: skip
+    assert _stop_replies(pair.tx) == [stop], "one STOP, the one Python would send"
+
+    # That STOP was lost: the sender probes again, twice; C answers each from its ring of completed messages.
+    pair.send([dataclasses.replace(Header.unpack(probe), seq=9).pack()] * 2)
+    fast.refresh(asm)  # the message left the table
+    time.sleep(0.05)
+    got = fast.receive(0.5, None)
+    assert got is not None and got.control == 2 and got.answered == 2 and got.probed == []
+    assert fast.answered_sources() == [1]
+    assert _stop_replies(pair.tx) == [dataclasses.replace(stop, seq=9)] * 2
+
+
+def test_c_sends_no_stop_for_an_incomplete_message_or_without_a_reply_address(pair: Pair) -> None:
+    """Placing some packets, or a whole message whose sender has no address, sends nothing: Python decides."""
+    asm = _assembler()
+    a, b = _spec(26, 64 * 4, DType.FLOAT32), _spec(27, 64 * 4, DType.FLOAT32)
+    msg_a = asm.expect(a, np.zeros(a.num_elems, np.float32))
+    msg_b = asm.expect(b, np.zeros(b.num_elems, np.float32))
+    fast = fastpath.FastReceiver(pair.rx, HEADER_SIZE + EPP * 4, slots=8, budget_s=0.0)
+    pair.send(packets(a, _values(a.num_elems, DType.FLOAT32, 0), last=False).packets()[:3])
+    fast.set_replies({1: ("127.0.0.1", pair.tx.getsockname()[1])}, tos=0xE2, priority=7)
+    fast.refresh(asm)
+    got = fast.receive(0.5, None)
+    assert got is not None and fast.whole_stops == 0
+    fast.account(asm, got, 0.0)
+    assert not msg_a.done and _stop_replies(pair.tx) == []
+    fast.set_replies({}, tos=0xE2, priority=7)  # rank 1 unknown: no address to send to
+    fast.refresh(asm)
+    pair.send(packets(b, _values(b.num_elems, DType.FLOAT32, 1), last=False).packets())
+    got = fast.receive(0.5, None)
+    assert got is not None and fast.whole_stops == 0 and fast.stopped_whole == set()
+    fast.account(asm, got, 0.0)
+    assert msg_b.done and _stop_replies(pair.tx) == [], "Python's completion sends it (Endpoint._complete)"
+
+
+def test_leftovers_of_a_message_posted_after_the_call_are_placed_in_c(pair: Pair) -> None:
+    """Packets that reached C before their message was posted are left as runs; once it is posted,
+    place_leftovers places them in C under the same checks, leaving the assembler only what it must
+    judge (a duplicate, a wrong token), with the same result and counts as the assembler alone."""
+    spec = _spec(28, 64 * 12 + 9, DType.FLOAT32)  # 12 full packets and a short one
+    values = _values(spec.num_elems, DType.FLOAT32, 28)
+    data = packets(spec, values, last=False).packets()
+    bad = bytearray(data[2])
+    bad[8] ^= 0xFF  # wrong token
+    first = [data[0], data[1], data[0], bytes(bad), data[12]]  # a duplicate, a foreign packet, the short one
+    asm = _assembler()
+    fast = fastpath.FastReceiver(pair.rx, HEADER_SIZE + EPP * 4, slots=8, budget_s=0.0)
+    fast.refresh(asm)  # nothing expected yet
+    pair.send(first)
+    time.sleep(0.05)
+    got = fast.receive(0.5, None)
+    assert got is not None and got.datagrams == 5 and sum(n for _, n, _ in got.runs) == sum(map(len, first))
+    out = np.zeros_like(values)
+    msg = asm.expect(spec, out)  # posted now, after C left the packets
+    fast.account(asm, got, 0.0)
+    fast.place_leftovers(asm, got, 0.0)
+    assert fast.replaced >= 1 and msg.n_received == 3, "packets 0, 1 and the short one placed in C"
+    left = [bytes(fast.buf[s : s + n]) for s, n, _ in got.runs]
+    assert left == [data[0], bytes(bad)], "the duplicate and the foreign packet remain"
+    for start, nbytes, seg in got.runs:
+        asm.ingest(fast.buf[start : start + nbytes], seg_size=seg)
+    assert asm.counters[DropReason.DUPLICATE] == 1 and asm.counters[DropReason.BAD_TOKEN] == 1
+    pair.send(data[2:12])
+    pair.drain(asm, quiet_s=0.05)
+    assert msg.done and msg.lost_elems == 0
+    np.testing.assert_array_equal(out, values)
+
+
+def test_place_runs_refuses_a_run_outside_the_ring() -> None:
+    """A run past the ring's end, or a negative one, is refused before anything is read or written."""
+    mod = fastpath._load()
+    assert mod is not None
+    ring = np.zeros(4096, dtype=np.uint8)
+    entries = np.zeros(0, dtype=fastpath.ENTRY_DTYPE)
+    out = np.zeros((8, 3), dtype=np.int64)
+    for run in ((4000, 200, 100), (-8, 100, 100), (0, 100, 0)):
+        with pytest.raises(ValueError, match="outside the ring"):
+            mod.place_runs(ring, np.array([run], dtype=np.int64), 1, entries, 0, out)
+    assert mod.place_runs(ring, np.array([(0, 4096, 4096)], dtype=np.int64), 1, entries, 0, out) == (1, [])
