@@ -87,6 +87,10 @@ DONE_ROWS = 64
 """Completed messages remembered in C (a ring): a probe for an older one goes the Python way, with the same answer."""
 
 MAX_SLOTS = 64
+RING_SLOTS = 16
+"""GRO slots a receive call fills by default: about 0.9 MB (16 datagrams of 57.6 KB at 8 KiB payloads), so the
+ring the kernel copies into stays in a core's L2 cache until C places it. 64 slots (3.7 MB) cost 4-5% more CPU
+per rank at 4 workers here (docs/results.md, #16)."""
 _SEGS_PER_SLOT = 64  # UDP GRO coalesces at most 64 segments
 _DRAW_BATCHES = 8  # loss-injection draws are refilled for this many batches at a time
 DEFAULT_BUDGET_S = 0.005
@@ -181,7 +185,7 @@ class FastReceiver:
     """recvmmsg + placement in C for one socket and one assembler (used by one thread)."""
 
     def __init__(
-        self, sock: socket.socket, seg_size: int, slots: int = MAX_SLOTS, budget_s: float = DEFAULT_BUDGET_S
+        self, sock: socket.socket, seg_size: int, slots: int = RING_SLOTS, budget_s: float = DEFAULT_BUDGET_S
     ) -> None:
         mod = _load()
         if mod is None:
