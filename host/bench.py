@@ -6,6 +6,7 @@ An iteration's time is the slowest rank's, measured between two barriers.
 
 from __future__ import annotations
 
+import gc
 import inspect
 import logging
 import resource
@@ -230,6 +231,14 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig, job: DL
             if gloo:
                 gloo_once()
             dlcp_once(None)
+        # What setup left (imports, torch: about 170,000 objects) moves out of the collector's reach, so a
+        # full collection walks only what the iterations allocate. Unfrozen, a full collection took 16-90 ms
+        # with the GIL held and landed in whichever iteration triggered it, mostly the lossy ones (they
+        # allocate more): DLCP's receive thread needs the GIL to complete a message, so the pause stalled
+        # every rank of the ring (docs/results.md, #16; docs/transport.md §1 for training scripts).
+        gc.collect()
+        gc.freeze()
+        out["gc_frozen"] = gc.get_freeze_count()
         while len(runs["dlcp"]) < cfg.repeat:
             k = min(_BLOCK, cfg.repeat - len(runs["dlcp"]))
             if gloo:
@@ -273,6 +282,7 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
     result["dlcp"]["loss_fraction"] = float(np.mean([r["loss_fraction"] for r in per_rank]))
     result["dlcp"]["retransmitted_packets"] = int(sum(r["retransmitted"] for r in per_rank))
     result["dlcp"]["injected_drops"] = int(sum(r["injected"] for r in per_rank))
+    result["gc_frozen_objects"] = int(min(r["gc_frozen"] for r in per_rank))
     if "gloo" in result:
         result["ratio_gbytes_per_s_vs_gloo"] = result["dlcp"]["gbytes_per_s"] / result["gloo"]["gbytes_per_s"]
         # Lossless DLCP when loss is injected (the lossy iterations do extra work by design).

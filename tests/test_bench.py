@@ -63,6 +63,8 @@ def test_cpu_per_gbyte_is_reported_for_both_systems_and_grows_with_the_work() ->
         assert r["ratio_cpu_s_per_gbyte_vs_gloo"] == pytest.approx(ratio)
     for name in ("dlcp", "gloo"):
         assert large[name]["cpu_s_per_iteration_median"] > 1.5 * small[name]["cpu_s_per_iteration_median"], name
+    # Setup's objects are frozen before the measured iterations (every rank: the fewest is reported).
+    assert small["gc_frozen_objects"] > 10_000 and large["gc_frozen_objects"] > 10_000
 
 
 def test_testbed_bench_scenarios_the_cli_offers_are_the_benchs() -> None:
