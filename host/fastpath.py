@@ -139,6 +139,14 @@ def available() -> bool:
     return _load() is not None
 
 
+def _require() -> ModuleType:
+    """The C data path's module, or RuntimeError if it is not built (the classes below need it)."""
+    mod = _load()
+    if mod is None:
+        raise RuntimeError(f"the C data path (dlcp.host._fastpath) is not built: {_load_error}")
+    return mod
+
+
 def unavailable_reason() -> str:
     """Why the C data path does not load (the import error), or ``""`` when it does."""
     _load()
@@ -187,10 +195,7 @@ class FastReceiver:
     def __init__(
         self, sock: socket.socket, seg_size: int, slots: int = RING_SLOTS, budget_s: float = DEFAULT_BUDGET_S
     ) -> None:
-        mod = _load()
-        if mod is None:
-            raise RuntimeError("the C data path (dlcp.host._fastpath) is not built")
-        self._c = mod
+        mod = self._c = _require()
         self.fd = sock.fileno()
         per = max(1, min(MAX_GSO_BYTES // seg_size, MAX_GSO_SEGMENTS))
         self.seg_size = seg_size
@@ -453,10 +458,7 @@ class FastSender:
     """Sends packets of a message with one C call: headers from a template, GSO, sendmmsg, no GIL."""
 
     def __init__(self, seg_size: int) -> None:
-        mod = _load()
-        if mod is None:
-            raise RuntimeError("the C data path (dlcp.host._fastpath) is not built")
-        self._c = mod
+        self._c = _require()
         self.seg_size = seg_size
         self.refused = 0
         self.calls = 0
@@ -504,10 +506,7 @@ class FastClassifier:
     _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
     def __init__(self, policy: Policy) -> None:
-        mod = _load()
-        if mod is None:
-            raise RuntimeError("the C data path (dlcp.host._fastpath) is not built")
-        self._c = mod
+        self._c = _require()
         self.policy = policy
         self._cuts = {k: np.asarray(p.drop_quantiles, dtype=np.float64) for k, p in policy.kinds.items()}
         self._samples: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
