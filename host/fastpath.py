@@ -55,6 +55,8 @@ ENTRY_DTYPE = np.dtype(
     }
 )  # fmt: skip
 """One expected message, as ``entry_t`` in host/_fastpath.c."""
+_FULL_ROWS_AT: int = ENTRY_DTYPE.fields["full_rows"][1]  # type: ignore[index]
+_INV_TAIL_AT: int = ENTRY_DTYPE.fields["inv_tail"][1]  # type: ignore[index]
 _ENTRY_STRUCT = struct.Struct("<28sIQQIIII28s32xIHBB12x")
 """The input fields of ENTRY_DTYPE, packed (the output fields between and after them start zero)."""
 NEED_WHOLE = 1 << 31
@@ -301,7 +303,9 @@ class FastReceiver:
         cached = self._rows.get(spec.key)  # the message's table entry holds those header bytes already
         if cached is not None:
             row = cached[1]
-            hdr = row[:_KEY_ROW] if row[28:32] != bytes(4) else row[64 : 64 + _KEY_ROW]  # full_rows, inv_tail
+            # The full packets' invariant header if the message has any (full_rows != 0), else the short last one's.
+            full_rows = row[_FULL_ROWS_AT : _FULL_ROWS_AT + 4] != bytes(4)
+            hdr = row[:_KEY_ROW] if full_rows else row[_INV_TAIL_AT : _INV_TAIL_AT + _KEY_ROW]
         else:
             hdr = _header(spec, 0, token)[:_KEY_ROW].tobytes()
         self._done_queue.append((hdr, addr, tos, priority))
