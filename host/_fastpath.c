@@ -912,7 +912,7 @@ static inline void put_be32(uint8_t *p, uint32_t v) {
 
 /*
  * tx_send(fd, template, payload, seqs, pb, epp, pkt_count, last_bytes, flags, priority, drop_class, last,
- *         ip, port, tos, seg_size) -> (packets, refused)
+ *         ip, port, tos, seg_size, rate, burst) -> (packets, refused, slept_s)
  *
  * Sends packets `seqs` (int64, sorted) of one message whose elements are
  * `payload`: headers are the 40-byte `template` with flags, priority, drop
@@ -923,19 +923,28 @@ static inline void put_be32(uint8_t *p, uint32_t v) {
  * without the GIL. `last`: set the LAST flag on the final packet. A full
  * socket buffer is waited out (poll); a peer's ICMP port-unreachable drops
  * that datagram and is counted in `refused`.
+ *
+ * Pacing (`rate` > 0, bytes per second of header + payload): the packets leave
+ * in bursts of at most `burst` bytes (at least one packet), burst k no earlier
+ * than k * burst / rate after the first, sleeping in between without the GIL;
+ * `slept_s` is the time slept. One call thus paces a whole message's pass that
+ * Python would otherwise cut into a call (and a sleep) per burst, each costing
+ * a transition into C and the interpreter's bookkeeping. `rate` 0: unpaced.
  */
 static PyObject *tx_send(PyObject *self, PyObject *args) {
     (void)self;
     int fd, flags, priority, drop_class, last, tos;
     unsigned ip, port;
-    Py_ssize_t pb, epp, pkt_count, last_bytes, seg_size;
+    Py_ssize_t pb, epp, pkt_count, last_bytes, seg_size, burst = 0;
+    double rate = 0.0;
     Py_buffer tmpl, payload, seqs_buf;
     if (!L.set) {
         PyErr_SetString(PyExc_RuntimeError, "set_layout() must be called first");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "iy*y*y*nnnniiiiIIin", &fd, &tmpl, &payload, &seqs_buf, &pb, &epp, &pkt_count,
-                          &last_bytes, &flags, &priority, &drop_class, &last, &ip, &port, &tos, &seg_size))
+    if (!PyArg_ParseTuple(args, "iy*y*y*nnnniiiiIIin|dn", &fd, &tmpl, &payload, &seqs_buf, &pb, &epp, &pkt_count,
+                          &last_bytes, &flags, &priority, &drop_class, &last, &ip, &port, &tos, &seg_size, &rate,
+                          &burst))
         return NULL;
     PyObject *result = NULL;
     uint8_t *hdrs = NULL;
@@ -948,6 +957,12 @@ static PyObject *tx_send(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "tx_send: inconsistent header template, packet sizes or address");
         goto out;
     }
+    if (!(rate >= 0.0) || !isfinite(rate) || burst < 0) {
+        PyErr_SetString(PyExc_ValueError, "tx_send: rate and burst must be >= 0 (rate finite)");
+        goto out;
+    }
+    /* Segments per sendmmsg batch: all of them unpaced, a burst's worth paced. */
+    Py_ssize_t burst_segs = rate > 0.0 ? (burst > seg_size ? burst / seg_size : 1) : k + 1;
     for (Py_ssize_t i = 0; i < k; i++) {
         int64_t q = seqs[i];
         Py_ssize_t len = q == pkt_count - 1 ? last_bytes : pb;
@@ -967,6 +982,7 @@ static PyObject *tx_send(PyObject *self, PyObject *args) {
     }
     Py_ssize_t sent = 0, refused = 0;
     int err = 0;
+    double slept = 0.0;
 
     Py_BEGIN_ALLOW_THREADS
     const uint8_t *base = (const uint8_t *)payload.buf;
@@ -999,15 +1015,32 @@ static PyObject *tx_send(PyObject *self, PyObject *args) {
     memcpy(CMSG_DATA(c), &gso, sizeof gso);
 
     struct mmsghdr mm[TX_BATCH];
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double paced_bytes = 0.0; /* bytes released before this batch */
     Py_ssize_t i = 0;
     while (i < k && !err) {
         int nmsg = 0;
         size_t nio = 0;
         Py_ssize_t first = i;
-        while (nmsg < TX_BATCH && i < k) {
+        if (rate > 0.0 && first > 0) { /* this burst leaves no earlier than the rate allows */
+            double due = paced_bytes / rate;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            double ahead = due - ((double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec));
+            if (ahead > 20e-6) {
+                struct timespec until = t0;
+                long long ns = (long long)until.tv_nsec + (long long)(due * 1e9);
+                until.tv_sec += (time_t)(ns / 1000000000LL);
+                until.tv_nsec = (long)(ns % 1000000000LL);
+                while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR) {
+                }
+                slept += ahead;
+            }
+        }
+        while (nmsg < TX_BATCH && i < k && i - first < burst_segs) {
             size_t count = 0;
             struct iovec *v = iov + nio;
-            while (count < per && i < k) {
+            while (count < per && i < k && i - first < burst_segs) {
                 int64_t q = seqs[i];
                 size_t len = q == pkt_count - 1 ? (size_t)last_bytes : (size_t)pb;
                 v[2 * count].iov_base = hdrs + (size_t)i * H;
@@ -1050,6 +1083,7 @@ static PyObject *tx_send(PyObject *self, PyObject *args) {
             done += r;
         }
         sent += i - first;
+        paced_bytes += (double)(i - first) * (double)seg_size;
     }
     Py_END_ALLOW_THREADS
 
@@ -1058,7 +1092,7 @@ static PyObject *tx_send(PyObject *self, PyObject *args) {
         PyErr_SetFromErrno(PyExc_OSError);
         goto out;
     }
-    result = Py_BuildValue("(nn)", sent, refused);
+    result = Py_BuildValue("(nnd)", sent, refused, slept);
 out:
     PyMem_RawFree(hdrs);
     PyMem_RawFree(iov);

@@ -36,12 +36,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dlcp import rate_control
 from dlcp.assembler import Assembler, IngestResult
 from dlcp.config import TransportConfig
 from dlcp.host.errors import PeerTimeoutError, TransportError
 from dlcp.host.fastpath import DEFAULT_BUDGET_S, FastReceiver, FastSender, available
 from dlcp.host.loss import LossInjector, LossSpec
 from dlcp.host.pacing import AimdPacer, PacingConfig
+from dlcp.host.timeline import Timeline, label
 from dlcp.host.udp import MAX_GSO_BYTES, MAX_GSO_SEGMENTS, MmsgSender, PacketSender, RecvRing, open_socket
 from dlcp.limits import Limits
 from dlcp.message import Message, MessageKey, MessageSpec
@@ -78,6 +80,10 @@ class SendStats:
 
 _NO_SEQS = np.zeros(0, dtype=np.int64)
 
+_PACED_CALL_S = 0.05
+"""The most pacing one C send call does (a message alone, paced below the line): the rate the
+receivers' verdicts set is read again between calls."""
+
 _EARLY_PROBES = 1024
 """Probes of messages not posted yet that a receiver remembers (the oldest is forgotten first)."""
 
@@ -98,6 +104,7 @@ class _Out:
         "probe_id",
         "retx",
         "rto",
+        "slept",
         "spec",
         "stopped",
         "template",
@@ -123,6 +130,7 @@ class _Out:
         self.rto = 0.0
         self.deadline = math.inf  # no probe before the first pass is over (send_start sets it then)
         self.retx = _NO_SEQS  # retransmissions the waiting sender thread still owes, paced (see _on_bitmap)
+        self.slept = 0.0  # the pacer's sleep total when the first pass began (the timeline's pacing stall)
 
 
 class RecvHandle:
@@ -183,6 +191,8 @@ class Endpoint:
         # only the sends to it.
         self._pacers: dict[int, AimdPacer] = {}
         self.send_stats = SendStats()
+        self.timeline: Timeline | None = None
+        """Where this endpoint records its events (:mod:`dlcp.host.timeline`), if anywhere."""
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._handles: dict[MessageKey, RecvHandle] = {}
@@ -261,6 +271,8 @@ class Endpoint:
         With ``accumulate`` the payload is added to ``buffer`` (reduce-on-receive).
         """
         now = time.monotonic()
+        if (tl := self.timeline) is not None:
+            tl.at("post", now, label(spec), spec.key.src, buffer.nbytes)
         with self._lock:
             msg = self.asm.expect(spec, buffer, now, accumulate)
             handle = RecvHandle(msg, spec.key.src)
@@ -280,6 +292,15 @@ class Endpoint:
         so a rank waiting on one peer never holds up another.
         """
         timeout = self.cfg.peer_timeout_s
+        if (tl := self.timeline) is not None and not handle.event.is_set():
+            t0 = time.monotonic()
+            try:
+                return self._wait(handle, timeout)
+            finally:
+                tl.at("wait", t0, label(handle.msg.spec), time.monotonic())
+        return self._wait(handle, timeout)
+
+    def _wait(self, handle: RecvHandle, timeout: float) -> Message:
         with self._cond:
             while not handle.event.is_set():
                 self._serve_sends()
@@ -341,7 +362,8 @@ class Endpoint:
         try:
             for s in sends:
                 outs.append(self._register(*s))
-            passes = [(out, self._first_pass(out)) for out in outs]
+            # One send alone is paced in C, a call per drop class; several take turns, a burst each.
+            passes = [(out, self._first_pass(out, alone=len(outs) == 1)) for out in outs]
             while passes:
                 for item in list(passes):
                     if not next(item[1], False):
@@ -379,6 +401,9 @@ class Endpoint:
         out = _Out(spec, flat, dst, classes, time.monotonic(), self.token)
         out.priority = priority
         out.graded = top > 0
+        out.slept = self.pacer(dst).slept
+        if (tl := self.timeline) is not None:
+            tl.add("send", label(spec), dst, flat.nbytes)
         with self._lock:
             if spec.key in self._out:
                 raise ValueError(f"message {spec.key} is already being sent")
@@ -394,6 +419,8 @@ class Endpoint:
         # rank and iteration saved at 4 workers): a receiver reports a gap over its bound only
         # when probed, so every lossy message's retransmission would wait too (docs/results.md, #16).
         out.passed = True
+        if (tl := self.timeline) is not None:
+            tl.add("pass", label(out.spec), self.pacer(out.dst).slept - out.slept)
         self._probe(out)
         out.rto = self.initial_rto_s
         out.deadline = time.monotonic() + out.rto
@@ -481,8 +508,14 @@ class Endpoint:
         calls = max(1, self.pacer(dst).call_bytes() // self.seg_size)
         return calls if self._fast is not None else min(self._per_build, calls)
 
-    def _first_pass(self, out: _Out) -> Iterator[bool]:
-        """Send ``out``'s first pass, one send call per step (each yields True)."""
+    def _first_pass(self, out: _Out, alone: bool = True) -> Iterator[bool]:
+        """Send ``out``'s first pass, one send call per step (each yields True).
+
+        ``alone`` (no other pass takes turns with it) and with the C sender: a call paces up to
+        ``_PACED_CALL_S`` of the pass itself (C sleeps between bursts without the GIL), rather than
+        Python sending a burst per call and sleeping in the pacer: at a controller's share, a few calls
+        per message instead of one per burst (4 datagrams).
+        """
         spec = out.spec
         priority = out.priority
         classes = out.drop_classes
@@ -496,14 +529,17 @@ class Endpoint:
                 if n:
                     groups.append((c, order[end : end + n]))
                     end += n
-        per_call = self._per_call(out.dst)
+        pacer = self.pacer(out.dst)
+        paced = alone and self._fast is not None and pacer.rate < rate_control.LINE_RATE
+        per_call = max(1, int(pacer.rate * _PACED_CALL_S) // self.seg_size) if paced else self._per_call(out.dst)
         for gi, (cls, seqs) in enumerate(groups):
             for start in range(0, seqs.size, per_call):
                 chunk = seqs[start : start + per_call]
                 final = gi == len(groups) - 1 and start + per_call >= seqs.size
                 self._transmit(
-                    spec, out.template, out.values, out.dst, chunk, priority, cls, retransmit=False, last=final
-                )
+                    spec, out.template, out.values, out.dst, chunk, priority, cls, retransmit=False, last=final,
+                    paced=paced,
+                )  # fmt: skip
                 yield True
 
     def _transmit(
@@ -519,12 +555,15 @@ class Endpoint:
         retransmit: bool,
         last: bool,
         from_rx: bool = False,
+        paced: bool = False,
     ) -> None:
         """Send packets ``seqs``; ``from_rx``: called by the receive thread (its own sender and socket).
 
         The receive thread never sleeps for pacing, as it holds the endpoint's
         lock: its bytes are charged to the bucket, and the next first-pass batch
-        waits for them instead.
+        waits for them instead. ``paced``: the C sender spaces the packets at the
+        pacer's rate in bursts of the pacer's per-call size; the pacer admits the
+        first burst and is debited the rest afterwards.
         """
         pb = spec.packet_bytes
         sock = self.sock if from_rx else self._spray[next(self._spray_next)]
@@ -533,6 +572,15 @@ class Endpoint:
             tos = self._tos[(priority, drop_class)] = tos_for(priority, drop_class)
         nbytes = (HEADER_SIZE + pb) * seqs.size
         pacer = self.pacer(dst)
+        if paced and isinstance(self._tx, FastSender):
+            burst = min(nbytes, self._per_call(dst) * self.seg_size)
+            pacer.wait(burst)
+            self._tx.send_packets(
+                sock.fileno(), template, values, seqs, self.addresses[dst], priority=priority,
+                drop_class=drop_class, tos=tos, retransmit=retransmit, last=last, rate=pacer.rate, burst=burst,
+            )  # fmt: skip
+            pacer.spaced(nbytes - burst, self._tx.last_slept)
+            return
         if from_rx:
             pacer.charge(nbytes)
         else:
@@ -588,6 +636,8 @@ class Endpoint:
 
     def _retransmit(self, out: _Out, missing: np.ndarray, from_rx: bool = False) -> None:
         self.send_stats.retransmitted += int(missing.size)
+        if (tl := self.timeline) is not None:
+            tl.add("retx", label(out.spec), int(missing.size))
         per_call = self._per_call(out.dst)
         for start in range(0, missing.size, per_call):
             chunk = missing[start : start + per_call]
@@ -611,6 +661,8 @@ class Endpoint:
         out.pending = []  # chunks of replies to earlier probes are stale now
         out.probe_id += 1
         self.send_stats.probes += 1
+        if (tl := self.timeline) is not None:
+            tl.add("probe", label(out.spec))
         # The header from the message's template (what _send_control would pack, without building a Header).
         hdr = out.template.control(PacketType.PROBE, seq=out.probe_id, priority=out.priority)
         self._send_packet([hdr], self._tos_cmsg(out.priority), out.dst)
@@ -816,6 +868,8 @@ class Endpoint:
 
     def _complete(self, msg: Message, probe_id: int) -> None:
         self._nack_cut.pop(msg.key, None)
+        if (tl := self.timeline) is not None:
+            tl.add("done", label(msg.spec), msg.lost_elems)
         handle = self._handles.pop(msg.key, None)
         if handle is not None:
             handle.event.set()
@@ -875,6 +929,8 @@ class Endpoint:
         out.last_reply = now
         self._heard[out.dst] = now
         out.stopped = True
+        if (tl := self.timeline) is not None:
+            tl.at("stop", now, label(out.spec))
         self._account(out, offset, payload)
 
     def _on_bitmap(self, out: _Out, hdr: Header, payload: bytes, now: float) -> None:

@@ -467,6 +467,8 @@ class FastSender:
         self.refused = 0
         self.calls = 0
         """Calls of ``tx_send`` (each one a transition into C and one or more ``sendmmsg``)."""
+        self.last_slept = 0.0
+        """Seconds the last call slept between its bursts (paced calls only)."""
         self._ips: dict[str, int] = {}
 
     def send_packets(
@@ -482,15 +484,22 @@ class FastSender:
         tos: int,
         retransmit: bool = False,
         last: bool = False,
+        rate: float = 0.0,
+        burst: int = 0,
     ) -> int:
-        """Send packets ``seqs`` (sorted) of ``template.spec`` read from ``values`` (:class:`PacketSender`)."""
+        """Send packets ``seqs`` (sorted) of ``template.spec`` read from ``values`` (:class:`PacketSender`).
+
+        ``rate`` > 0 (bytes/s of header + payload): C paces the packets itself, in bursts of at most
+        ``burst`` bytes (at least one packet) spaced at the rate, sleeping without the GIL in between
+        (:attr:`last_slept`); 0: all at once.
+        """
         pb, epp, n, last_bytes = template.sizes
         ip = self._ips.get(addr[0])
         if ip is None:
             ip = self._ips[addr[0]] = struct.unpack("!I", socket.inet_aton(addr[0]))[0]
-        sent, refused = self._c.tx_send(
+        sent, refused, self.last_slept = self._c.tx_send(
             fd, template.row, values, np.ascontiguousarray(seqs, dtype=np.int64), pb, epp, n, last_bytes,
-            _RETX if retransmit else 0, priority, drop_class, last, ip, addr[1], tos, self.seg_size,
+            _RETX if retransmit else 0, priority, drop_class, last, ip, addr[1], tos, self.seg_size, rate, burst,
         )  # fmt: skip
         self.refused += refused
         self.calls += 1

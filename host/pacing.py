@@ -58,7 +58,7 @@ class PacingConfig:
 
 
 class AimdPacer:
-    __slots__ = ("cfg", "rule", "rate", "_tokens", "_last", "decreases")
+    __slots__ = ("cfg", "rule", "rate", "_tokens", "_last", "decreases", "slept")
 
     def __init__(self, cfg: PacingConfig) -> None:
         self.cfg = cfg
@@ -67,6 +67,8 @@ class AimdPacer:
         self._tokens = float(cfg.burst)
         self._last = time.perf_counter()
         self.decreases = 0
+        self.slept = 0.0
+        """Seconds :meth:`wait` has slept in all (the timeline's pacing stalls)."""
 
     def wait(self, nbytes: int) -> None:
         """Block until ``nbytes`` may be sent at the current rate.
@@ -85,6 +87,7 @@ class AimdPacer:
             delay = -self._tokens / self.rate
             if delay >= _MIN_SLEEP_S:
                 time.sleep(delay)
+                self.slept += delay
 
     def call_bytes(self) -> int:
         """The most bytes one send may carry without :meth:`wait` sleeping first, from a full bucket.
@@ -102,6 +105,15 @@ class AimdPacer:
         now = time.perf_counter()
         self._tokens = min(self.cfg.burst, self._tokens + (now - self._last) * self.rate) - nbytes
         self._last = now
+
+    def spaced(self, nbytes: int, slept: float) -> None:
+        """Debit ``nbytes`` that the sender spaced at :attr:`rate` itself since the last :meth:`wait` (which
+        admitted their first burst), sleeping ``slept`` seconds: the bucket refilled all the while, as it
+        would have between waits, and is capped only afterwards."""
+        now = time.perf_counter()
+        self._tokens = min(self.cfg.burst, self._tokens + (now - self._last) * self.rate - nbytes)
+        self._last = now
+        self.slept += slept
 
     def on_feedback(self, first_pass_loss: float) -> None:
         """A message's first-pass verdict (:meth:`dlcp.rate_control.RateRule.next_rate`)."""

@@ -28,6 +28,7 @@ from dlcp.config import load as load_config
 from dlcp.host.launch import spawn
 from dlcp.host.launch_env import LaunchEnv
 from dlcp.host.loss import LossSpec
+from dlcp.host.timeline import Timeline
 from dlcp.host.traffic import DLCPCounters, dlcp_bytes_sent, tcp_bytes_sent
 from dlcp.policy import KindPolicy, Policy
 from dlcp.protocol import MessageKind
@@ -200,6 +201,7 @@ def _rank_main(
     ddp = DDP(model)
     state = None
     session = None
+    timeline = Timeline()
     if cfg.backend == "dlcp":
         loss = LossSpec(rate=cfg.inject_loss, seed=cfg.seed * 7919 + rank) if cfg.inject_loss else None
         job = where.job
@@ -218,6 +220,7 @@ def _rank_main(
             rank=rank, world=world, store_host=where.store_host, store_port=store_port, store=store, host=where.host,
             loss=loss, **kw,
         )  # fmt: skip
+        session.endpoint.timeline = timeline
         state = DLCPState(session, model=ddp, mode=cfg.mode)  # type: ignore[arg-type]
         ddp.register_comm_hook(state, dlcp_hook)
     elif cfg.mode == "ps":
@@ -247,11 +250,15 @@ def _rank_main(
         for step in range(steps):
             idx = order[step * global_batch + rank * cfg.batch_size : step * global_batch + (rank + 1) * cfg.batch_size]
             xb, yb = torch.from_numpy(x_tr[idx]), torch.from_numpy(y_tr[idx])
-            start = time.perf_counter()
+            start, t_start = time.perf_counter(), time.monotonic()
             opt.zero_grad()
-            lossf(ddp(xb), yb).backward()
+            objective = lossf(ddp(xb), yb)
+            t_fwd = time.monotonic()
+            objective.backward()
+            t_bwd = time.monotonic()
             opt.step()
             times.append(time.perf_counter() - start)
+            timeline.at("iter", t_start, t_fwd, t_bwd, time.monotonic(), time.process_time())
             if cfg.eval_every and len(times) % cfg.eval_every == 0:
                 skipped.append(len(times))  # the next iteration waits for rank 0's measurement
                 if rank == 0:
@@ -278,7 +285,7 @@ def _rank_main(
     digest = float(np.sum(flat.astype(np.float64) * np.arange(1, flat.size + 1) % 997))
     out: dict[str, Any] = {
         "rank": rank, "times": times, "skipped": skipped, "accuracy": accuracy, "accuracy_curve": curve,
-        "train_s": train_s, "param_digest": digest, "sample": before_resync,
+        "train_s": train_s, "param_digest": digest, "sample": before_resync, "timeline": timeline.as_dict(),
     }  # fmt: skip
     out["tcp_bytes_sent"] = None if tcp_before is None or tcp_after is None else tcp_after - tcp_before
     out["dlcp_sent"] = dlcp_sent

@@ -175,6 +175,34 @@ def _stop(procs: dict[int, subprocess.Popen[bytes]], grace_s: float = 5.0) -> No
             p.wait()
 
 
+def cpu_snapshot(state: Any) -> dict[str, Any]:
+    """The machine's CPU time (busy and total, in clock ticks) and each running switch process's, now."""
+    snap: dict[str, Any] = {"t": time.monotonic(), "machine": None, "switches": {}}
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        snap["machine"] = (sum(fields) - fields[3] - fields[4], sum(fields))  # idle and iowait are not busy
+    for p in state.processes if state is not None else []:
+        if p.role == "switch":
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                stat = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                snap["switches"][p.name] = int(stat[11]) + int(stat[12])  # utime + stime
+    return snap
+
+
+def cpu_used(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """What a run took of the machine between two :func:`cpu_snapshot`: the busy fraction of all its cores,
+    its cores, the wall time, and each switch process's CPU seconds."""
+    hz = os.sysconf("SC_CLK_TCK")
+    out: dict[str, Any] = {"wall_s": after["t"] - before["t"], "cores": os.cpu_count() or 1}
+    if before["machine"] and after["machine"]:
+        busy, total = (a - b for a, b in zip(after["machine"], before["machine"], strict=True))
+        out["machine_busy"] = busy / total if total else 0.0
+    out["switch_cpu_s"] = {
+        name: (after["switches"][name] - t) / hz for name, t in before["switches"].items() if name in after["switches"]
+    }
+    return out
+
+
 def fill(arg: str, subs: dict[str, Any]) -> str:
     """``arg`` with its ``{rank}``, ``{world}``, ``{host}``, ``{ip}`` and ``{master}`` replaced."""
     return PLACEHOLDER.sub(lambda m: str(subs[m.group(1)]), arg)
@@ -208,7 +236,9 @@ def run_job(
     fab = spec.fabric
     ranks = [RankResult(r, h, fab.hosts[h].ip) for r, h in enumerate(hosts)]
     state = tb.store.load(tb.name)
-    before = counters.summary(counters.fetch_all(state)) if state is not None else {}
+    before_docs = counters.fetch_all(state) if state is not None else {}
+    before = counters.summary(before_docs) if state is not None else {}
+    cpu_before = cpu_snapshot(state)
     procs: dict[int, subprocess.Popen[bytes]] = {}
     started: dict[int, float] = {}
     try:
@@ -250,17 +280,20 @@ def run_job(
         if r.output is not None:
             (folder / f"rank{r.rank}.json").write_text(json.dumps(r.output))
     result = RunResult(folder, list(command), ranks)
+    cpu = cpu_used(cpu_before, cpu_snapshot(state))
     if state is not None:
         docs = counters.fetch_all(state)
         result.switches = counters.delta(counters.summary(docs), before)
-        (folder / "switches.json").write_text(json.dumps({"delta": result.switches, "after": docs}, indent=1))
+        (folder / "switches.json").write_text(
+            json.dumps({"delta": result.switches, "before": before_docs, "after": docs}, indent=1)
+        )
     (folder / "run.json").write_text(
         json.dumps(
             {
                 "fabric": spec.name, "fabric_file": str(spec.path), "job": job.id if job else None,
                 "command": list(command),
                 "ranks": [{k: v for k, v in asdict(r).items() if k != "output"} for r in ranks],
-                "switches": result.switches,
+                "switches": result.switches, "cpu": cpu,
             },
             indent=1,
         )

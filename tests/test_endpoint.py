@@ -340,23 +340,57 @@ def test_a_wait_does_not_probe_a_send_still_in_its_first_pass() -> None:
 
 @pytest.mark.fastpath
 def test_a_message_goes_out_in_as_few_send_calls_as_the_pacer_allows() -> None:
-    """At the full rate a 4 MB first pass is one C call; at a rate of 100 MB/s, calls of what the pacer allows."""
+    """At the full rate a 4 MB first pass is one C call; paced at 100 MB/s it is one C call too, which spaces
+    the bursts itself at the rate (the pass lasts its bytes over the rate, less the first burst), and the
+    pacer's bucket is debited the whole pass: a second message waits for it."""
     transport = TransportConfig(port=0, payload_bytes=8192, peer_timeout_s=5.0)
-    per_call_at_100mb = (1_000_000 + 99_000) // (HEADER_SIZE + 8192)  # packets: a burst and 1 ms, less 1%
-    for rate, calls in ((12.5e9, 1), (100e6, -(-512 // per_call_at_100mb))):
-        pacing = PacingConfig(max_rate=rate, min_rate=1e6, burst=1_000_000)
+    burst = 1_000_000
+    for rate in (12.5e9, 100e6):
+        pacing = PacingConfig(max_rate=rate, min_rate=1e6, burst=burst)
         eps = local_endpoints(2, token=TOKEN, transport=transport, pacing=pacing)
         try:
             spec = MessageSpec(MessageKey(1, 0, 1, 0), MessageKind.ALL_GATHER, 1 << 20, 2048)
             values = np.arange(spec.num_elems, dtype=np.float32)
             got = np.zeros_like(values)
             handle = eps[1].post_recv(spec, got)
+            nbytes = spec.pkt_count * (HEADER_SIZE + 8192)
+            t0 = time.monotonic()
             eps[0].send(spec, values, 1, priority=3)
+            took = time.monotonic() - t0
             eps[1].wait(handle)
             np.testing.assert_array_equal(got, values)
-            assert eps[0]._tx.calls == calls, (rate, eps[0]._tx.calls)  # type: ignore[attr-defined]
+            assert eps[0]._tx.calls == 1, (rate, eps[0]._tx.calls)  # type: ignore[attr-defined]
+            if rate < 1e9:
+                first = eps[0]._per_call(1) * (HEADER_SIZE + 8192)
+                assert took >= 0.95 * (nbytes - first) / rate, (took, nbytes, first)
+                assert eps[0].pacer(1).slept > 0.5 * (nbytes - first) / rate
         finally:
             _close(eps)
+
+
+@pytest.mark.fastpath
+def test_sends_side_by_side_take_turns_a_burst_each() -> None:
+    """Several first passes at once (a server's pulls) are not paced in C: each call is one burst of one
+    destination's pacer, so they go out side by side rather than one after the other."""
+    transport = TransportConfig(port=0, payload_bytes=8192, peer_timeout_s=5.0)
+    pacing = PacingConfig(max_rate=100e6, min_rate=1e6, burst=100_000, max_call=100_000)
+    eps = local_endpoints(3, token=TOKEN, transport=transport, pacing=pacing)
+    try:
+        specs = [MessageSpec(MessageKey(1, 0, 1 + d, 0), MessageKind.PULL, 1 << 18, 2048) for d in (1, 2)]
+        values = np.arange(1 << 18, dtype=np.float32)
+        gots = [np.zeros_like(values) for _ in specs]
+        handles = [eps[d].post_recv(s, g) for d, s, g in zip((1, 2), specs, gots, strict=True)]
+        outs = eps[0].send_start_many([(s, values, d, 3, None) for d, s in zip((1, 2), specs, strict=True)])
+        for o in outs:
+            eps[0].send_wait(o)
+        for d, h in zip((1, 2), handles, strict=True):
+            eps[d].wait(h)
+        for g in gots:
+            np.testing.assert_array_equal(g, values)
+        per_burst = 100_000 // (HEADER_SIZE + 8192)
+        assert eps[0]._tx.calls >= 2 * (specs[0].pkt_count // per_burst), eps[0]._tx.calls  # type: ignore[attr-defined]
+    finally:
+        _close(eps)
 
 
 @pytest.mark.parametrize("fast_path", [C_PATH, NUMPY_PATH])

@@ -122,6 +122,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     bb.add_argument("--json", action="store_true", help="print the report as JSON")
     bb.set_defaults(func=_reported(_bench))
 
+    xp = verbs.add_parser(
+        "explain",
+        help="where each run's iteration time went: timelines, switch counters, CPU",
+        description="Reads a results folder of dlcp demo --testbed, dlcp testbed bench or dlcp testbed run "
+        "(or one run's folder in it) and reports, per run, the iteration's phases, the bottleneck sender's "
+        "wire time, pacing and idle link, CPU, and the switches' drops and trims (docs/testbed.md).",
+        formatter_class=fmt,
+    )
+    xp.add_argument("results", metavar="RESULTS", help="results folder")
+    xp.add_argument("--json", action="store_true", help="print the reports as JSON")
+    xp.set_defaults(func=_explain)
+
     ss = verbs.add_parser("stats", help="every switch's counters", formatter_class=fmt)
     ss.add_argument("fabric", metavar="FABRIC", help="fabric file or fabric name")
     ss.add_argument("--json", action="store_true", help="print JSON")
@@ -310,6 +322,14 @@ def _apply(args: argparse.Namespace) -> int:
     if kind != "dlcp":
         argv += ["--switch", kind]
     return FabricNamespace(layout.switch_ns(spec.name)).popen(argv).wait()
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from dlcp.testbed import explain
+
+    reports = explain.explain(Path(args.results))
+    sys.stdout.write((json.dumps(reports, indent=1) if args.json else explain.render(reports)) + "\n")
+    return 0
 
 
 def _stats(args: argparse.Namespace) -> int:

@@ -35,6 +35,7 @@ before the forward pass.
 # No `from __future__ import annotations`: DDP checks the hook's real annotations.
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -43,6 +44,7 @@ import torch.distributed as dist
 
 from dlcp.host.collectives import Collectives, Mode
 from dlcp.host.session import Session
+from dlcp.host.timeline import Timeline
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,7 @@ class DLCPState:
         "num_layers",
         "resync_every",
         "session",
+        "timeline",
     )
 
     def __init__(
@@ -95,6 +98,8 @@ class DLCPState:
         # One thread: collectives must run in bucket order, the same on every rank.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dlcp-hook")
         self._handles: list[Any] = []
+        self.timeline: Timeline | None = session.endpoint.timeline
+        """Where each bucket's exchange is recorded (the endpoint's timeline by default; None: nowhere)."""
         if model is not None:
             self._watch_layer_order(model)
             self._handles.append(model.register_forward_pre_hook(self._before_forward))
@@ -162,12 +167,17 @@ class DLCPState:
 
     def submit(self, tensor: torch.Tensor, layer: int, tag: object) -> "torch.futures.Future[torch.Tensor]":
         fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+        handed = time.monotonic()
 
         def run() -> None:
+            start = time.monotonic()
             try:
                 fut.set_result(self.allreduce(tensor, layer, tag))
             except BaseException as exc:  # surfaced to DDP through the future
                 fut.set_exception(exc)  # type: ignore[arg-type]
+            else:
+                if (tl := self.timeline) is not None:
+                    tl.at("bucket", handed, start, time.monotonic(), tensor.numel() * tensor.element_size(), layer)
 
         self._executor.submit(run)
         return fut

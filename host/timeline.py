@@ -1,0 +1,73 @@
+"""A rank's timeline: what each iteration spent where (``dlcp testbed explain`` reads it).
+
+The threads that see an event append it: the training loop (iterations and their phases), the DDP hook's
+thread (buckets), the endpoint's sending thread (a message's first pass, its pacing sleeps, probes) and its
+receive thread (replies, retransmission rounds, completions). An event is a tuple whose first two fields
+are its name and a ``time.monotonic()`` stamp: one clock for every process of a host, network namespaces
+included, so the ranks of a testbed job line up. Appending a tuple to a list is atomic under the GIL and
+costs well under a microsecond; a rank records a few dozen events per iteration. At most ``limit`` are kept
+(the rest are counted), so a long run cannot grow without bound.
+
+The events (after name and stamp):
+
+========  =====================================================================
+``iter``   forward done, backward done (the hook's futures included), step done, CPU seconds of the process
+``bucket`` started, done, bytes, layer (the hook's thread; stamped when DDP handed the bucket over)
+``send``   message, destination rank, bytes (a send was registered)
+``pass``   message, seconds slept in the pacer during the pass (the first pass is out)
+``probe``  message
+``retx``   message, packets (a retransmission round, or part of one)
+``stop``   message (the receiver's STOP arrived: the send is over)
+``post``   message, source rank, bytes (a receive was posted)
+``done``   message, elements accepted as lost (the receive completed)
+``wait``   message, when the wait returned (a thread blocked on a receive)
+========  =====================================================================
+
+A message is named ``kind/round/msg_id/src`` (:func:`label`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from dlcp.message import MessageSpec
+
+__all__ = ["DEFAULT_LIMIT", "Timeline", "label"]
+
+DEFAULT_LIMIT = 1 << 18
+"""Events kept per rank: about 40 MB of tuples at most, hours of the testbed's jobs."""
+
+
+def label(spec: MessageSpec) -> str:
+    """A message's name in the timeline: ``kind/round/msg_id/src``."""
+    key = spec.key
+    return f"{spec.kind.name.lower()}/{key.round}/{key.msg_id}/{key.src}"
+
+
+class Timeline:
+    """Events of one rank, in the order they were recorded (see the module's table)."""
+
+    __slots__ = ("dropped", "events", "limit")
+
+    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+        if limit < 1:
+            raise ValueError(f"a timeline keeps at least 1 event, got limit={limit}")
+        self.limit = limit
+        self.events: list[tuple[Any, ...]] = []
+        self.dropped = 0
+
+    def add(self, name: str, *fields: Any) -> None:
+        """Record ``name`` now, with ``fields``."""
+        self.at(name, time.monotonic(), *fields)
+
+    def at(self, name: str, t: float, *fields: Any) -> None:
+        """Record ``name`` stamped ``t`` (a ``time.monotonic()`` reading taken earlier), with ``fields``."""
+        if len(self.events) < self.limit:
+            self.events.append((name, t, *fields))
+        else:
+            self.dropped += 1
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON data: ``{"events": [[name, t, ...], ...], "dropped": n}``."""
+        return {"events": [list(e) for e in self.events], "dropped": self.dropped}
