@@ -6,8 +6,10 @@ assume every sender lands at most ``burst_packets`` frames at once and, between 
 no more than its share of the port. The hosts are told the same (the job's
 ``[transport] send_rate_bps`` and ``send_burst_bytes``, written into the job file the
 workers read): a host's rate is its share of the narrowest switch port its data leaves
-by (the port's rate over the job's data senders there), 5% below it for the headers,
-preamble and gap the port also carries; its burst is ``burst_packets`` datagrams. The
+by (the port's rate over the job's data senders there, each counted by the fraction of its
+packets that the switches' spraying puts there: :func:`dlcp.rate_control.sprayed`), less
+what the port carries beyond the paced bytes (frame headers, preamble, gap) and a 1% share
+for control packets (:func:`dlcp.rate_control.headroom`: 0.982 at 8 KiB payloads); its burst is ``burst_packets`` datagrams. The
 host paces each destination at that rate on its own (``dlcp.host.endpoint``): the rate is
 the smallest share over all its receivers' paths, so no one receiver's path gets more
 than its share, and a PS server's pulls to workers behind different ports go out side
@@ -26,9 +28,9 @@ from __future__ import annotations
 from dlcp.controller.model import Fabric, JobSpec
 from dlcp.controller.paths import Paths
 from dlcp.protocol import HEADER_SIZE
-from dlcp.rate_control import HEADROOM, shared_rates
+from dlcp.rate_control import headroom, shared_rates
 
-__all__ = ["HEADROOM", "data_pairs", "send_burst_bytes", "send_rates"]
+__all__ = ["data_pairs", "send_burst_bytes", "send_rates"]
 
 
 def data_pairs(job: JobSpec) -> list[tuple[str, str]]:
@@ -41,7 +43,10 @@ def data_pairs(job: JobSpec) -> list[tuple[str, str]]:
 
 def send_rates(fabric: Fabric, paths: Paths, job: JobSpec) -> dict[str, int]:
     """Host IP -> bits/s of DLCP datagrams, for every host of ``job`` whose data crosses a shaped port."""
-    rates = shared_rates(data_pairs(job), paths.hops, lambda hop: fabric.link_of(*hop).rate_bps)
+    rates = shared_rates(
+        data_pairs(job), paths.sprayed, lambda hop: fabric.link_of(*hop).rate_bps,
+        headroom(job.host.transport.payload_bytes),
+    )  # fmt: skip
     return {fabric.hosts[h].ip: r for h, r in sorted(rates.items())}
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import deque
 from functools import cached_property
 
+from dlcp import rate_control
 from dlcp.controller.model import Fabric
 
 UNREACHABLE = 1 << 30
@@ -76,6 +77,18 @@ class Paths:
                 if peer_port is not None:
                     todo.append(peer)
         return out
+
+    def sprayed(self, src: str, dst: str) -> dict[tuple[str, int], float]:
+        """``(switch, egress port)`` -> the fraction of the packets from host ``src`` to ``dst`` that cross it
+        when every switch sprays them over its equal-cost next hops (:func:`dlcp.rate_control.sprayed`)."""
+
+        def peer(hop: tuple[str, int]) -> str | None:
+            nb, nb_port = self.fabric.peer(*hop)
+            return nb if nb_port is not None else None
+
+        return rate_control.sprayed(
+            self.fabric.hosts[src].switch, lambda sw: [(sw, p) for p in self.next_hops(sw, dst)], peer
+        )
 
     def fan_in(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, int], int]:
         """``(switch, port)`` -> how many distinct senders' traffic may meet in that egress port."""

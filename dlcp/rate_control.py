@@ -21,9 +21,11 @@ old per-round one: docs/simulations.md, "One rate-control rule".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
+
+from dlcp.protocol import HEADER_SIZE
 
 LINE_RATE = 12.5e9
 """Bytes per second of an unpaced host (100 Gbit/s: effectively unpaced on loopback)."""
@@ -35,9 +37,26 @@ INCREASE = LINE_RATE / _INCREASE_DIVISOR
 """Bytes/s an unpaced host adds per clean message (a hundredth of its line)."""
 DECREASE_ABOVE = 0.02
 """The least first-pass loss fraction that counts as congestion."""
+FRAME_OVERHEAD = 8 + 20 + 14 + 8 + 4 + 12
+"""Bytes a port carries per DLCP packet beyond what its sender paces (the DLCP header and payload): UDP 8,
+IPv4 20 and Ethernet 14 headers, and on the wire the preamble and start delimiter 8, FCS 4 and the
+inter-frame gap 12 (as the software switch's shaper counts, ``DP_WIRE_OVERHEAD`` plus the frame)."""
+CONTROL_SHARE = 0.01
+"""Fraction of a port left to the job's control packets (probes, STOPs, BITMAPs: a few per message)."""
+
+
+def headroom(payload_bytes: int) -> float:
+    """Fraction of a port's share a sender paces to, at full packets of ``payload_bytes``: what the wire
+    carries beyond the paced bytes (:data:`FRAME_OVERHEAD`) and the control packets' share are left free.
+    0.982 at 8 KiB payloads: a port's bottleneck is used to within 2%, and never overrun by paced data."""
+    if payload_bytes <= 0:
+        raise ValueError(f"payload_bytes must be positive, got {payload_bytes}")
+    paced = HEADER_SIZE + payload_bytes
+    return (1.0 - CONTROL_SHARE) * paced / (paced + FRAME_OVERHEAD)
+
+
 HEADROOM = 0.95
-"""Fraction of a port's share a sender is paced to: the frames' headers and the wire's preamble and gap
-(about 1% at 8 KiB payloads) and the job's control packets take the rest."""
+"""The headroom of a sender whose packet size is not known (small payloads: 1 KiB packets give 0.93)."""
 
 H = TypeVar("H", bound=Hashable)
 P = TypeVar("P", bound=Hashable)
@@ -128,27 +147,65 @@ def paced(share: float, largest_bound: float = 0.0) -> RateRule:
     )
 
 
-def shared_rates(
-    pairs: Iterable[tuple[H, H]], hops: Callable[[H, H], Iterable[P]], port_rate: Callable[[P], float | None]
-) -> dict[H, int]:
-    """Sender -> the rate it is paced to: ``HEADROOM`` of its smallest share of a port its data crosses.
+N = TypeVar("N", bound=Hashable)
 
-    ``pairs`` are the (sender, receiver) pairs that carry data, ``hops(src, dst)`` every egress port a
-    packet between them may take, ``port_rate`` a port's rate (None: not a bottleneck, not counted).
-    A port's share is its rate over the distinct senders whose data may meet there: every sender may
-    land there at once, and the switches' thresholds are sized for that (``dlcp.controller.selective_drop``).
-    A sender crossing no counted port is absent (unpaced). Rates in the unit of ``port_rate``.
+
+def sprayed(first: N, next_ports: Callable[[N], Sequence[P]], peer: Callable[[P], N | None]) -> dict[P, float]:
+    """Egress port -> the fraction of a sender's packets that crosses it, when switch ``first`` and every
+    switch after it spray them evenly over ``next_ports(switch)`` (its ports on shortest paths to the
+    receiver) and ``peer(port)`` is the switch a port leads to (None: the receiver, or a host).
+
+    Per-packet spraying splits a sender's data at every switch with several equal-cost next hops: on a
+    2-leaf, 2-spine fabric half of it crosses each spine, so two senders crossing the spines in one direction
+    load each spine port as one sender would, and each may send at the port's full rate.
     """
-    paths = {pair: tuple(hops(*pair)) for pair in dict.fromkeys(pairs)}
-    senders: dict[P, set[H]] = {}
+    out: dict[P, float] = {}
+
+    def walk(node: N, weight: float) -> None:
+        ports = next_ports(node)
+        for port in ports:
+            share = weight / len(ports)
+            out[port] = out.get(port, 0.0) + share
+            nxt = peer(port)
+            if nxt is not None:
+                walk(nxt, share)
+
+    walk(first, 1.0)
+    return out
+
+
+def shared_rates(
+    pairs: Iterable[tuple[H, H]],
+    hops: Callable[[H, H], Mapping[P, float] | Iterable[P]],
+    port_rate: Callable[[P], float | None],
+    headroom: float = HEADROOM,
+) -> dict[H, int]:
+    """Sender -> the rate it is paced to: ``headroom`` of its smallest share of a port its data crosses.
+
+    ``pairs`` are the (sender, receiver) pairs that carry data, ``hops(src, dst)`` the egress ports a
+    packet between them may take: a mapping to the fraction of the pair's packets that crosses each
+    (:func:`sprayed`), or the ports alone (each crossed by all of them, as on a single path); ``port_rate``
+    a port's rate (None: not a bottleneck, not counted). A port's load is the sum over the distinct senders
+    whose data may meet there of the largest fraction each puts there, and its share is its rate over that
+    load: every sender may land there at once, and the switches' thresholds are sized for that
+    (``dlcp.controller.selective_drop``). On a single path the load is the number of senders; sprayed over
+    two spines, two senders load each spine port by one. A sender crossing no counted port is absent
+    (unpaced). Rates in the unit of ``port_rate``.
+    """
+    paths: dict[tuple[H, H], dict[P, float]] = {}
+    for pair in dict.fromkeys(pairs):
+        through = hops(*pair)
+        paths[pair] = dict(through) if isinstance(through, Mapping) else dict.fromkeys(through, 1.0)
+    load: dict[P, dict[H, float]] = {}
     for (src, _), through in paths.items():
-        for hop in through:
-            senders.setdefault(hop, set()).add(src)
+        for hop, fraction in through.items():
+            by_sender = load.setdefault(hop, {})
+            by_sender[src] = max(by_sender.get(src, 0.0), fraction)
     rates: dict[H, float] = {}
     for (src, _), through in paths.items():
         for hop in through:
             rate = port_rate(hop)
             if rate is not None:
-                share = rate / len(senders[hop])
+                share = rate / sum(load[hop].values())
                 rates[src] = min(rates.get(src, share), share)
-    return {h: max(1, int(r * HEADROOM)) for h, r in rates.items()}
+    return {h: max(1, int(r * headroom)) for h, r in rates.items()}

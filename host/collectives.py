@@ -99,6 +99,13 @@ class Collectives:
         )
         self._buffers: dict[object, np.ndarray] = {}
         self._packing: dict[np.dtype, tuple[DType, int]] = {}
+        self.defer_acks = False
+        """A collective returns once its receives are complete, not also its sends' acknowledgements: the caller
+        collects those with :meth:`settle` (a broadcast settles first), and must leave the tensors of the calls
+        before unchanged until then: a send may still read them for a retransmission. The DDP hook does (a
+        bucket is written again only in the next backward pass, and the hook settles before each forward
+        pass); the round trip of a bucket's last STOPs then overlaps the next bucket's exchange."""
+        self._unacked: list[Any] = []
 
     def _scratch(self, slot: object, n: int, dtype: np.dtype) -> np.ndarray:
         """A receive buffer kept between calls (fresh memory costs a page fault per 4 KiB)."""
@@ -128,6 +135,20 @@ class Collectives:
 
     def _priority(self, layer: int, num_layers: int, priority: int | None) -> int:
         return int(self.policy.priority_of_layers(layer, num_layers)) if priority is None else priority
+
+    def settle(self) -> None:
+        """Wait for the acknowledgements of sends an earlier collective left outstanding (:attr:`defer_acks`)."""
+        pending, self._unacked = self._unacked, []
+        for o in pending:
+            self.ep.send_wait(o)
+
+    def _finish(self, sends: list[Any]) -> None:
+        """The end of a collective: wait for its sends' acknowledgements, or leave them to the next call."""
+        if self.defer_acks:
+            self._unacked.extend(sends)
+            return
+        for o in sends:
+            self.ep.send_wait(o)
 
     def allreduce(self, x: np.ndarray, *, mode: Mode, tag: object = 0, **kwargs: Any) -> np.ndarray:
         """:meth:`allreduce_ring` or :meth:`allreduce_ps` (with ``tag``), by ``mode``."""
@@ -212,13 +233,12 @@ class Collectives:
                 for g in range(n_seg):
                     self._wait(rs_in[g][steps - 1] if s == 0 else ag_in[g][s - 1])
                     chunk = part(g, idx + 1 - s)
+                    if s == 0 and average:  # this rank's reduced chunk: the mean is gathered, not divided after
+                        chunk /= n_ranks
                     started.append(self._send_start(spec(self.rank, 1, g, s, chunk.size), chunk, nxt, prio))
             for g in range(n_seg):
                 self._wait(ag_in[g][steps - 1])
-            for o in started:
-                self.ep.send_wait(o)
-        if average:
-            flat /= n_ranks
+            self._finish(started)
         return x
 
     def _send_start(self, spec: MessageSpec, values: np.ndarray, dst: int, priority: int) -> Any:
@@ -294,13 +314,11 @@ class Collectives:
                 if w != self.rank:
                     spec = self._spec(self.rank, _PULL_ID + w, MessageKind.PULL, hi - lo, flat.dtype, layer)
                     sends.append((spec, agg, w, prio, self._drop_classes(spec, agg)))
-            pulls = self.ep.send_start_many(sends)
-            for o in pulls:
-                self.ep.send_wait(o)
+            pushes += self.ep.send_start_many(sends)
         for handle in pull_in:
             self._wait(handle)
-        for o in pushes:
-            self.ep.send_wait(o)
+        # A push is read for retransmissions only until its server completes it, which comes before the pull.
+        self._finish(pushes)
         flat[:] = result
         self._last_pull[tag] = result
         return x
@@ -309,6 +327,7 @@ class Collectives:
     def broadcast(self, x: np.ndarray, root: int = 0) -> np.ndarray:
         """Reliable broadcast of ``x`` from ``root`` to every worker (re-synchronises replicas)."""
         flat = _flat_view(x)
+        self.settle()
         self.round += 1
         self.stats.calls += 1
         code = dtype_code(flat.dtype)

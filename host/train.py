@@ -14,6 +14,7 @@ gloo's TCP point-to-point, :mod:`dlcp.host.gloo_ps`) or by DLCP's hook.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from dataclasses import asdict, dataclass
@@ -91,6 +92,10 @@ class TrainConfig:
     def iterations(self) -> int:
         """Training iterations: whole global batches per epoch, times the epochs."""
         return self.epochs * (self.train_samples // (self.workers * self.batch_size))
+
+
+WARMUP_ITERATIONS = 2
+"""Iterations left out of the iteration-time statistics (p50, p99) of every backend: set-up, not training."""
 
 
 def param_count(model: str) -> int:
@@ -241,6 +246,12 @@ def _rank_main(
         with torch.no_grad():
             return float((model(x_eval).argmax(dim=1).numpy() == y_eval).mean())
 
+    # Everything built so far (torch's modules, the model, the task, the session) lives as long as the run:
+    # frozen, a full collection walks only what the iterations allocate. Unfrozen, one took 16-90 ms here,
+    # holding the GIL and with it DLCP's receive thread (docs/transport.md); gloo's threads run in C++ and
+    # lose less to it, but both backends train the same way.
+    gc.collect()
+    gc.freeze()
     # What this rank sends while it trains (not the set-up before, nor the evaluation after).
     tcp_before = tcp_bytes_sent()
     dlcp_before = DLCPCounters.of(session.endpoint) if session is not None else DLCPCounters()
@@ -338,7 +349,10 @@ def summarize(cfg: TrainConfig, per_rank: list[dict[str, Any]]) -> dict[str, Any
     n = len(per_rank[0]["times"])
     slowest_all = np.array([max(r["times"][i] for r in per_rank) for i in range(n)])
     # Iteration i (0-based) follows measurement number k when k == i: those waited for rank 0.
-    skipped = set(per_rank[0].get("skipped", []))
+    # Left out of the iteration-time statistics: the warm-up (DDP rebuilds its buckets at the start of the
+    # second iteration, and both backends allocate their buffers in the first ones) and each iteration
+    # after an accuracy measurement (the others waited for rank 0). Time to accuracy counts them all.
+    skipped = set(range(min(WARMUP_ITERATIONS, n - 1))) | set(per_rank[0].get("skipped", []))
     slowest = np.array([t for i, t in enumerate(slowest_all) if i not in skipped]) if skipped else slowest_all
     first = per_rank[0]
     result: dict[str, Any] = {

@@ -1,16 +1,17 @@
 """Host pacing in the simulator: each DLCP sender starts at its share of the fabric, as on the testbed.
 
-The testbed's controller paces every host of a job at ``HEADROOM`` of its smallest share of a port
-its data crosses (:mod:`dlcp.controller.pacing`); the share is computed by the core
+The testbed's controller paces every host of a job at its smallest share of a port its data crosses,
+less the wire's overheads (:func:`dlcp.rate_control.headroom`), (:mod:`dlcp.controller.pacing`); the share is computed by the core
 (:func:`dlcp.rate_control.shared_rates`), and this module hands it the simulated fabric: the data
 pairs of the run's DLCP traffic (jobs' pushes and pulls or ring steps, DLCP messages) and every switch
-egress port on their shortest paths, at that port's rate. Host NICs are not counted (a host's own
+egress port on their shortest paths with the fraction of the pair's packets that spraying puts there
+(:func:`dlcp.rate_control.sprayed`), at that port's rate. Host NICs are not counted (a host's own
 line is its ceiling anyway), as the controller counts only switch ports.
 """
 
 from __future__ import annotations
 
-from dlcp.rate_control import shared_rates
+from dlcp.rate_control import headroom, shared_rates, sprayed
 from dlcp.simulations.topology import Fabric
 from dlcp.simulations.workloads import DLCP, Traffic
 
@@ -37,26 +38,21 @@ def data_pairs(traffic: Traffic) -> list[tuple[int, int]]:
     return list(pairs)
 
 
-def host_rates(fabric: Fabric, traffic: Traffic) -> dict[int, int]:
-    """Host -> bits/s it is paced to; hosts that send no DLCP data are absent (they start at the line)."""
+def host_rates(fabric: Fabric, traffic: Traffic, payload_bytes: int) -> dict[int, int]:
+    """Host -> bits/s it is paced to (full packets of ``payload_bytes``); hosts that send no DLCP data are
+    absent (they start at the line)."""
     table = fabric.next_hops()
     rate: dict[Port, float] = {}
     for link in fabric.links:
         rate[(link.a, link.b)] = link.rate_bps
         rate[(link.b, link.a)] = link.rate_ba_bps or link.rate_bps
-    memo: dict[tuple[int, int], frozenset[Port]] = {}
-
-    def below(node: int, dst: int) -> frozenset[Port]:
-        """Every egress port from switch ``node`` on a shortest path to host ``dst``."""
-        key = (node, dst)
-        if key not in memo:
-            out: set[Port] = set()
-            for nxt in table[node][dst]:
-                out.add((node, nxt))
-                if not fabric.is_host(nxt):
-                    out |= below(nxt, dst)
-            memo[key] = frozenset(out)
-        return memo[key]
-
     adj = fabric.neighbours()
-    return shared_rates(data_pairs(traffic), lambda src, dst: below(adj[src][0], dst), rate.__getitem__)
+
+    def fractions(src: int, dst: int) -> dict[Port, float]:
+        return sprayed(
+            adj[src][0],
+            lambda node: [(node, nxt) for nxt in table[node][dst]],
+            lambda port: None if fabric.is_host(port[1]) else port[1],
+        )
+
+    return shared_rates(data_pairs(traffic), fractions, rate.__getitem__, headroom(payload_bytes))

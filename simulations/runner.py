@@ -195,7 +195,7 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
     tp.job_id = s.dlcp.job.id
     tp.rate = _rate_rule(ns, s, rate_control.unpaced(host_bps / 8, s.dlcp.policy.largest_bound))
     if s.host_pacing == "share" and not feat.srpt:
-        shares = pacing.host_rates(fabric, traffic)
+        shares = pacing.host_rates(fabric, traffic, s.dlcp.transport.payload_bytes)
         tp.host_rates = [
             _rate_rule(ns, s, rate_control.paced(shares[h] / 8, s.dlcp.policy.largest_bound))
             if h in shares

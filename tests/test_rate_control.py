@@ -136,3 +136,27 @@ def bitmaps(draw: st.DrawFn) -> tuple[list[int], int]:
 def test_simulator_first_pass_loss_is_the_cores(ns: Any, case: tuple[list[int], int]) -> None:
     missing, n = case
     assert ns.FirstPassLoss(missing, n) == rate_control.first_pass_loss(missing, n)
+
+
+def test_sprayed_fractions_split_evenly_at_every_switch_and_sum_to_one_per_stage() -> None:
+    # h0 on leaf L0, h9 on leaf L1, two spines S0 and S1: half of the packets cross each spine.
+    nxt = {"L0": [("L0", "S0"), ("L0", "S1")], "S0": [("S0", "L1")], "S1": [("S1", "L1")], "L1": [("L1", "h9")]}
+    f = rate_control.sprayed("L0", nxt.__getitem__, lambda port: None if port[1] == "h9" else port[1])
+    assert f == {("L0", "S0"): 0.5, ("L0", "S1"): 0.5, ("S0", "L1"): 0.5, ("S1", "L1"): 0.5, ("L1", "h9"): 1.0}
+
+
+def test_sprayed_senders_share_the_parallel_ports_and_single_path_senders_one_port() -> None:
+    rate = {"up0": 100.0, "up1": 100.0, "down": 1000.0}
+    sprayed = {("a", "x"): {"up0": 0.5, "up1": 0.5, "down": 1.0}, ("b", "y"): {"up0": 0.5, "up1": 0.5}}
+    assert rate_control.shared_rates(sprayed, lambda s, d: sprayed[(s, d)], rate.get, headroom=1.0) == {
+        "a": 100,
+        "b": 100,
+    }, "two senders sprayed over two 100s: each may send 100"
+    single = {("a", "x"): ["up0"], ("b", "y"): ["up0"]}
+    assert rate_control.shared_rates(single, lambda s, d: single[(s, d)], rate.get, headroom=1.0) == {
+        "a": 50,
+        "b": 50,
+    }, "on one path they share it"
+    with pytest.raises(ValueError, match="positive"):
+        rate_control.headroom(0)
+    assert 0.98 < rate_control.headroom(8192) < 0.99 and rate_control.headroom(1024) < 0.95

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlcp.rate_control import HEADROOM
+from dlcp.rate_control import headroom
 from dlcp.simulations import pacing, topology, workloads
 
 
@@ -14,11 +14,12 @@ def test_ps_workers_share_a_server_port_and_servers_a_worker_port() -> None:
         push_drop_fractions=(1.0,), pull_drop_fractions=(1.0,), iterations=1, start_s=0.0,
     )  # fmt: skip
     tcp = workloads.Message(src=7, dst=4, start_s=0.0, bytes=1, transport=workloads.TCP, tag="bg")
-    rates = pacing.host_rates(fabric, workloads.Traffic(messages=[tcp], jobs=[job]))
-    # Four workers meet at each server's port; two servers at each worker's, which is server 12's share;
-    # server 4 shares leaf 0's uplinks with workers 0, 1 and 2 (all four send to leaf 1). TCP is not paced.
-    quarter, half = int(100e9 / 4 * HEADROOM), int(100e9 / 2 * HEADROOM)
-    assert rates == {0: quarter, 1: quarter, 2: quarter, 9: quarter, 4: quarter, 12: half}
+    rates = pacing.host_rates(fabric, workloads.Traffic(messages=[tcp], jobs=[job]), 8192)
+    # Four workers meet at each server's port; two servers at each worker's, which is the servers' share:
+    # server 4 shares leaf 0's two uplinks with workers 0, 1 and 2 (all four send to leaf 1), but sprayed,
+    # each of the four puts half its packets on each uplink: a load of two, half each. TCP is not paced.
+    quarter, half = int(100e9 / 4 * headroom(8192)), int(100e9 / 2 * headroom(8192))
+    assert rates == {0: quarter, 1: quarter, 2: quarter, 9: quarter, 4: half, 12: half}
 
 
 def test_a_narrow_fabric_link_is_the_share() -> None:
@@ -26,8 +27,8 @@ def test_a_narrow_fabric_link_is_the_share() -> None:
     # share the 10 Gbit/s uplink (a third each), not the receiver's 100 Gbit/s port.
     fabric = topology.leaf_spine(2, 1, 4, 100.0, 10.0, 1e-6)
     msgs = [workloads.Message(src=h, dst=5, start_s=0.0, bytes=1, transport=workloads.DLCP, tag="g") for h in (0, 1, 2)]
-    assert pacing.host_rates(fabric, workloads.Traffic(messages=msgs)) == {
-        h: int(10e9 / 3 * HEADROOM) for h in (0, 1, 2)
+    assert pacing.host_rates(fabric, workloads.Traffic(messages=msgs), 1024) == {
+        h: int(10e9 / 3 * headroom(1024)) for h in (0, 1, 2)
     }
 
 

@@ -10,6 +10,10 @@ from dlcp.host.pacing import AimdPacer, PacingConfig
 from dlcp.host.pacing import for_host as pacing_for_host
 from dlcp.host.train import TrainConfig, policy_for
 from dlcp.protocol import HEADER_SIZE
+from dlcp.rate_control import headroom
+
+H = headroom(8192)
+"""The default payload's headroom: what a port carries beyond the paced bytes, and the control share."""
 
 # The testbed's bench fabric: h1 (the server) behind a 200 Mbit/s link, the others on 1 Gbit/s.
 STAR = (
@@ -31,16 +35,16 @@ def rates(mode: str) -> dict[str, int]:
 
 def test_ps_workers_share_the_servers_link_and_the_server_has_its_own() -> None:
     r = rates("ps")
-    assert r["h2"] == r["h3"] == int(200e6 / 2 * pacing.HEADROOM), "two workers push into h1's 200 Mbit/s"
-    assert r["h1"] == int(1e9 * pacing.HEADROOM), "each pull leaves by a worker's own 1 Gbit/s link"
+    assert r["h2"] == r["h3"] == int(200e6 / 2 * H), "two workers push into h1's 200 Mbit/s"
+    assert r["h1"] == int(1e9 * H), "each pull leaves by a worker's own 1 Gbit/s link"
     assert "h4" not in r, "a host outside the job is not paced"
 
 
 def test_ring_counts_only_data_toward_the_share() -> None:
     r = rates("ring")
     # h3 sends data to h1 (the next rank); h2 only acknowledges h1's data there: h3 has the port to itself.
-    assert r["h3"] == int(200e6 * pacing.HEADROOM)
-    assert r["h1"] == r["h2"] == int(1e9 * pacing.HEADROOM)
+    assert r["h3"] == int(200e6 * H)
+    assert r["h1"] == r["h2"] == int(1e9 * H)
 
 
 def test_an_unshaped_fabric_paces_nobody() -> None:
@@ -81,3 +85,19 @@ def test_loss_within_twice_the_largest_bound_does_not_slow_a_sender() -> None:
     pacer.on_feedback(0.05)
     assert pacer.rate == cfg.max_rate * 0.95
     assert pacing_for_host({}, 0, "h", 0.001).decrease_above == 0.02, "at least 2%"
+
+
+LEAF_SPINE = (
+    '[topology]\nkind = "leaf-spine"\nleaves = 2\nspines = 2\nhosts_per_leaf = 2\n'
+    'host_link = { rate = "1gbit", buffer = "1MiB", mtu = 9000 }\n'
+    'fabric_link = { rate = "200mbit", buffer = "256KiB", mtu = 9000 }\n'
+)
+
+
+def test_sprayed_ring_flows_crossing_the_spines_each_get_a_spine_link() -> None:
+    # h1 and h2 sit on leaf 1, h3 and h4 on leaf 2: the ring h1 h3 h2 h4 sends h1->h3 and h2->h4 up leaf 1's
+    # two 200 Mbit/s spine links, h3->h2 and h4->h1 up leaf 2's. Sprayed, each pair puts half its packets on
+    # each spine link: two senders load each link as one would, so each may send 200 Mbit/s.
+    f = fabric.from_dict(tomllib.loads(LEAF_SPINE + job("ring", '["h1", "h3", "h2", "h4"]')))
+    by_ip = pacing.send_rates(f, Paths(f), f.jobs[1])
+    assert {name: by_ip[h.ip] for name, h in f.hosts.items()} == {h: int(200e6 * H) for h in ("h1", "h2", "h3", "h4")}
