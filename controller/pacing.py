@@ -9,8 +9,8 @@ workers read): a host's rate is its share of the narrowest switch port its data 
 by (the port's rate over the job's data senders there, each counted by the fraction of its
 packets that the switches' spraying puts there: :func:`dlcp.rate_control.sprayed`), less
 what the port carries beyond the paced bytes (frame headers, preamble, gap) and a 1% share
-for control packets (:func:`dlcp.rate_control.headroom`: 0.982 at 8 KiB payloads); its burst is ``burst_packets`` datagrams. The
-host paces each destination at that rate on its own (``dlcp.host.endpoint``): the rate is
+for control packets (:func:`dlcp.rate_control.headroom`: 0.982 at 8 KiB payloads); its
+burst is ``burst_packets`` datagrams. The host paces each destination at that rate on its own (``dlcp.host.endpoint``): the rate is
 the smallest share over all its receivers' paths, so no one receiver's path gets more
 than its share, and a PS server's pulls to workers behind different ports go out side
 by side. (The host's own uplink is not a switch port: the testbed does not shape it.)

@@ -1,7 +1,8 @@
 """Host pacing in the simulator: each DLCP sender starts at its share of the fabric, as on the testbed.
 
 The testbed's controller paces every host of a job at its smallest share of a port its data crosses,
-less the wire's overheads (:func:`dlcp.rate_control.headroom`), (:mod:`dlcp.controller.pacing`); the share is computed by the core
+less the wire's overheads (:func:`dlcp.rate_control.headroom`; :mod:`dlcp.controller.pacing`); the
+share is computed by the core
 (:func:`dlcp.rate_control.shared_rates`), and this module hands it the simulated fabric: the data
 pairs of the run's DLCP traffic (jobs' pushes and pulls or ring steps, DLCP messages) and every switch
 egress port on their shortest paths with the fraction of the pair's packets that spraying puts there
