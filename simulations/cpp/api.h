@@ -116,6 +116,8 @@ class Simulation
     HostCounters Hosts() const;
     SwitchTotals Switches() const;
     uint64_t Events() const;
+    /** TCP connections opened (one per pair of hosts and workload tag that exchanged a TCP message). */
+    uint32_t TcpConnections() const;
     /** A DLCP host's sending rate now, bytes/s (after Run: where its rate control left it). */
     double HostRate(uint32_t host) const;
     double Now() const;

@@ -5,6 +5,7 @@
 #include "port.h"
 #include "queue_disc.h"
 #include "routing.h"
+#include "tcp_channels.h"
 #include "transport.h"
 
 #include "ns3/applications-module.h"
@@ -23,76 +24,6 @@ namespace dlcpsim
 {
 
 using namespace ns3;
-
-// ---- a sink that records when a TCP flow's last byte arrived --------------
-
-class FlowSink : public Application
-{
-  public:
-    static TypeId GetTypeId()
-    {
-        static TypeId tid = TypeId("dlcpsim::FlowSink").SetParent<Application>().AddConstructor<FlowSink>();
-        return tid;
-    }
-
-    void Setup(uint16_t port, uint64_t bytes, std::function<void()> done)
-    {
-        m_port = port;
-        m_bytes = bytes;
-        m_done = std::move(done);
-    }
-
-  private:
-    void StartApplication() override
-    {
-        m_socket = Socket::CreateSocket(GetNode(), TcpSocketFactory::GetTypeId());
-        m_socket->Bind(InetSocketAddress(Ipv4Address::GetAny(), m_port));
-        m_socket->Listen();
-        m_socket->SetAcceptCallback(MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
-                                    MakeCallback(&FlowSink::Accept, this));
-    }
-
-    void StopApplication() override
-    {
-        if (m_socket)
-        {
-            m_socket->Close();
-        }
-        if (m_peer)
-        {
-            m_peer->Close();
-        }
-    }
-
-    void Accept(Ptr<Socket> s, const Address&)
-    {
-        m_peer = s;
-        s->SetRecvCallback(MakeCallback(&FlowSink::Receive, this));
-    }
-
-    void Receive(Ptr<Socket> s)
-    {
-        Ptr<Packet> p;
-        while ((p = s->Recv()))
-        {
-            m_got += p->GetSize();
-        }
-        if (m_got >= m_bytes && m_done)
-        {
-            auto cb = std::move(m_done);
-            m_done = nullptr;
-            cb();
-        }
-    }
-
-    Ptr<Socket> m_socket, m_peer;
-    uint16_t m_port = 0;
-    uint64_t m_bytes = 0;
-    uint64_t m_got = 0;
-    std::function<void()> m_done;
-};
-
-NS_OBJECT_ENSURE_REGISTERED(FlowSink);
 
 class DlcpRoutingHelper : public Ipv4RoutingHelper
 {
@@ -202,7 +133,8 @@ class SimulationImpl : public MessageService
     std::vector<FlowRecord> records;
     HostCounters host_counters;
     std::vector<std::unique_ptr<TrainingJob>> jobs;
-    std::vector<uint16_t> next_port;
+    std::unique_ptr<TcpChannels> tcp;                                // TCP messages' persistent connections
+    std::unordered_map<uint32_t, std::function<void()>> tcp_waiting; // message -> what runs when it completes
     uint64_t host_rx = 0;
 
     void CheckNotBuilt(const char* what) const
@@ -276,29 +208,12 @@ SimulationImpl::Launch(uint32_t id, const MessageMeta& meta, std::function<void(
         hosts[src]->Send(id, dst, s, nullptr);
         return;
     }
-    // TCP: one connection per message, to a sink listening on its own port.
-    uint16_t port = next_port[dst]++;
-    if (port == 0)
+    // TCP: appended to the stream of the pair's persistent connection (tcp_channels.h).
+    if (on_delivered)
     {
-        throw std::runtime_error("host ran out of TCP ports for flows");
+        tcp_waiting.emplace(id, std::move(on_delivered));
     }
-    Ptr<FlowSink> sink = CreateObject<FlowSink>();
-    sink->Setup(port, bytes, [this, id, cb = std::move(on_delivered)]() {
-        records[id].end = Simulator::Now().GetSeconds();
-        if (cb)
-        {
-            cb();
-        }
-    });
-    nodes.Get(node_of_host[dst])->AddApplication(sink);
-    sink->SetStartTime(Seconds(0));
-    Ptr<BulkSendApplication> app = CreateObject<BulkSendApplication>();
-    app->SetAttribute("Remote", AddressValue(InetSocketAddress(host_address[dst], port)));
-    app->SetAttribute("MaxBytes", UintegerValue(bytes));
-    app->SetAttribute("SendSize", UintegerValue(tcp_segment * 8));
-    nodes.Get(node_of_host[src])->AddApplication(app);
-    // The sink's start is scheduled first (same time, FIFO), so it listens before the SYN.
-    app->SetStartTime(Seconds(0));
+    tcp->Send(src, dst, rec.tag, bytes, id);
 }
 
 void
@@ -535,7 +450,6 @@ SimulationImpl::Build()
     }
 
     // Hosts: a DLCP endpoint each, and a count of what IPv4 delivers to them.
-    next_port.assign(node_of_host.size(), 10000);
     hosts.resize(node_of_host.size());
     for (uint32_t h = 0; h < node_of_host.size(); ++h)
     {
@@ -554,6 +468,21 @@ SimulationImpl::Build()
             ConnectHostPorts(h, node, ip);
         }
     }
+    std::vector<Ptr<Node>> host_nodes;
+    for (uint32_t node : node_of_host)
+    {
+        host_nodes.push_back(nodes.Get(node));
+    }
+    tcp = std::make_unique<TcpChannels>(std::move(host_nodes), host_address, [this](uint32_t msg) {
+        records[msg].end = Simulator::Now().GetSeconds();
+        auto it = tcp_waiting.find(msg);
+        if (it != tcp_waiting.end())
+        {
+            std::function<void()> cb = std::move(it->second);
+            tcp_waiting.erase(it);
+            cb();
+        }
+    });
     built = true;
 }
 
@@ -949,6 +878,12 @@ Simulation::Switches() const
         }
     }
     return t;
+}
+
+uint32_t
+Simulation::TcpConnections() const
+{
+    return m_impl->tcp ? m_impl->tcp->Connections() : 0;
 }
 
 double
