@@ -34,7 +34,9 @@ def to(receiver: int, nbytes: int, **kw: Any) -> dict[str, Any]:
 @pytest.mark.parametrize("baseline", ["tcp", "dctcp"])
 def test_one_connection_per_pair_for_every_message_both_ways(baseline: str) -> None:
     r = runner.run(
-        table(to(1, 300_000, rounds=3, gap_us=500), to(0, 200_000, rounds=2, gap_us=700, start_us=100), baseline=baseline)
+        table(
+            to(1, 300_000, rounds=3, gap_us=500), to(0, 200_000, rounds=2, gap_us=700, start_us=100), baseline=baseline
+        )
     )
     flows = r["flows"]["gradient"]
     assert flows["count"] == 5 and flows["completed"] == 5
