@@ -81,7 +81,7 @@ class Simulation
     void SetHostQueueLimit(uint32_t limit_packets);
     /** "dlcp" (O(1) next hops, spraying) or "global" (ns-3's global routing, random ECMP). */
     void SetRouting(const std::string& kind);
-    /** "dlcp": DLCP's port model (port.h) wherever routing is "dlcp" and switch queues are "dlcp";
+    /** "dlcp": DLCP's port model (port.h) wherever routing is "dlcp", with DLCP's, RED/ECN or FIFO queues;
      *  "ns3": ns-3's point-to-point devices, channels and queue discs everywhere. */
     void SetPorts(const std::string& kind);
     /** After Build: whether this run uses DLCP's port model. */

@@ -146,6 +146,8 @@ class SimulationImpl : public MessageService
     }
 
     void Build();
+    /** The port model: the queue of a port (`index`: its place among every link's two ends, in link order). */
+    std::unique_ptr<PortQueue> PortQueueFor(bool on_switch, double bps, size_t index) const;
     /** The port model: host `h`'s DLCP transport sends to, and receives from, its ports directly. */
     void ConnectHostPorts(uint32_t h, Ptr<Node> node, Ptr<Ipv4L3Protocol> ip);
     uint32_t Send(uint32_t src, uint32_t dst, uint64_t bytes, const MessageMeta& meta, uint32_t tag,
@@ -216,6 +218,27 @@ SimulationImpl::Launch(uint32_t id, const MessageMeta& meta, std::function<void(
     tcp->Send(src, dst, rec.tag, bytes, id);
 }
 
+std::unique_ptr<PortQueue>
+SimulationImpl::PortQueueFor(bool on_switch, double bps, size_t index) const
+{
+    // The queue discs the ns-3 path installs (Build, below): DLCP's everywhere in DLCP's runs; otherwise
+    // the baseline's on switches and a drop-tail FIFO on hosts.
+    if (switch_queue == "dlcp")
+    {
+        return std::make_unique<PortQueue>(on_switch ? &switch_config : &host_config,
+                                           on_switch ? switch_limit : host_limit);
+    }
+    if (on_switch && switch_queue == "red_ecn")
+    {
+        // RED's random stream as its queue disc's on the same port; created here, as there, once per port.
+        Ptr<UniformRandomVariable> uniform = CreateObject<UniformRandomVariable>();
+        uniform->SetStream(RED_STREAM_BASE + static_cast<int64_t>(index));
+        return std::make_unique<PortQueue>(switch_limit,
+                                           std::make_unique<RedMarker>(RedParams::Dctcp(ecn_threshold, mtu, bps), uniform));
+    }
+    return std::make_unique<PortQueue>(on_switch ? switch_limit : host_limit, nullptr);
+}
+
 void
 SimulationImpl::Build()
 {
@@ -274,9 +297,9 @@ SimulationImpl::Build()
     addr.SetBase("10.0.0.0", "255.255.255.252");
     uint32_t next_subnet = Ipv4Address("10.0.0.0").Get();
     std::vector<std::pair<Ptr<NetDevice>, bool>> devices; // device, on a switch
-    // DLCP's port model replaces ns-3's devices, channels and queue discs where the run is all
-    // DLCP's: DLCP routing and DLCP queues (the DCTCP and TCP baselines keep ns-3's RED and FIFO).
-    port_model = lean && switch_queue == "dlcp" && ports == "dlcp";
+    // DLCP's port model replaces ns-3's devices, channels and queue discs wherever switches run
+    // DLCP's routing, whatever their queues (DLCP's, RED/ECN or drop-tail: port.h's disciplines).
+    port_model = lean && ports == "dlcp";
     for (const LinkDesc& l : links)
     {
         NetDeviceContainer d;
@@ -289,8 +312,7 @@ SimulationImpl::Build()
                 uint32_t node = e == 0 ? l.a : l.b;
                 double bps = e == 1 && l.rate_ba_bps > 0 ? l.rate_ba_bps : l.rate_bps;
                 ends[e] = CreateObject<DlcpPort>();
-                ends[e]->Configure(is_host[node] ? &host_config : &switch_config,
-                                   is_host[node] ? host_limit : switch_limit,
+                ends[e]->Configure(PortQueueFor(!is_host[node], bps, 2 * (&l - links.data()) + e),
                                    DataRate(static_cast<uint64_t>(bps)));
                 ends[e]->SetMtu(static_cast<uint16_t>(mtu));
                 nodes.Get(node)->AddDevice(ends[e]);
@@ -386,14 +408,16 @@ SimulationImpl::Build()
         }
         else if (kind == "red_ecn")
         {
-            // DCTCP marking: instantaneous queue (QW = 1), one threshold K (MinTh = MaxTh).
             Ptr<PointToPointNetDevice> p = DynamicCast<PointToPointNetDevice>(dev);
             DataRateValue rate;
             p->GetAttribute("DataRate", rate);
+            RedParams red = RedParams::Dctcp(ecn_threshold, mtu, static_cast<double>(rate.Get().GetBitRate()));
             t.SetRootQueueDisc("ns3::RedQueueDisc", "MaxSize", size, "UseEcn", BooleanValue(true), "UseHardDrop",
-                               BooleanValue(false), "QW", DoubleValue(1.0), "MinTh", DoubleValue(ecn_threshold),
-                               "MaxTh", DoubleValue(ecn_threshold + 1), "MeanPktSize", UintegerValue(mtu),
-                               "LinkBandwidth", rate, "LinkDelay", TimeValue(MicroSeconds(1)));
+                               BooleanValue(false), "QW", DoubleValue(red.q_w), "MinTh", DoubleValue(red.min_th),
+                               "MaxTh", DoubleValue(red.max_th), "LInterm", DoubleValue(red.l_interm), "Gentle",
+                               BooleanValue(red.gentle), "Wait", BooleanValue(red.wait), "MeanPktSize",
+                               UintegerValue(red.mean_packet_bytes), "LinkBandwidth", rate, "LinkDelay",
+                               TimeValue(MicroSeconds(1)));
         }
         else
         {
@@ -841,7 +865,16 @@ Simulation::Switches() const
             if (Ptr<DlcpQueueDisc> d = DynamicCast<DlcpQueueDisc>(q))
             {
                 AddClassCounters(t, d->Counters(), k);
+                continue;
             }
+            // A FIFO or RED queue: one class, counted as the port model's FIFO disciplines count it
+            // (RED's drops of packets it could not mark as `dropped`, the buffer's as `overflow`).
+            uint64_t red = s.GetNDroppedPackets(RedQueueDisc::UNFORCED_DROP) +
+                           s.GetNDroppedPackets(RedQueueDisc::FORCED_DROP);
+            t.forwarded[dlcp::DEFAULT_QUEUE] += s.nTotalSentPackets;
+            t.marked[dlcp::DEFAULT_QUEUE] += s.nTotalMarkedPackets;
+            t.dropped[dlcp::DEFAULT_QUEUE] += red;
+            t.overflow[dlcp::DEFAULT_QUEUE] += s.nTotalDroppedPackets - red;
         }
     }
     for (auto* list : {&m_impl->switch_ports, &m_impl->host_ports})
