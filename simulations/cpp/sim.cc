@@ -783,6 +783,10 @@ Simulation::AddMessage(uint32_t src_host, uint32_t dst_host, double start_s, uin
         throw std::invalid_argument("message endpoints must be two different hosts");
     }
     SimulationImpl* impl = m_impl.get();
+    if (meta.transport == static_cast<uint8_t>(Transport::TCP))
+    {
+        impl->tcp->Open(src_host, dst_host, tag); // at set-up, before any message, as a job's rendezvous
+    }
     uint32_t id = impl->NewRecord(src_host, dst_host, bytes, meta.transport, tag);
     impl->records[id].start = start_s;
     Simulator::Schedule(Seconds(start_s), [impl, id, meta]() { impl->Launch(id, meta, nullptr); });
@@ -802,6 +806,28 @@ Simulation::AddJob(const JobSpec& job)
         (job.mode == 0 && job.servers.empty()) || job.mode > 1)
     {
         throw std::invalid_argument("job: workers, servers (PS) and one entry per layer in every per-layer list");
+    }
+    if (job.transport == static_cast<uint8_t>(Transport::TCP))
+    {
+        // The job's connections at set-up, as its rendezvous makes them: each worker to each server (PS), each
+        // worker to the next on the ring.
+        for (size_t w = 0; w < job.workers.size(); ++w)
+        {
+            if (job.mode == 0)
+            {
+                for (uint32_t server : job.servers)
+                {
+                    if (server != job.workers[w])
+                    {
+                        m_impl->tcp->Open(job.workers[w], server, job.tag);
+                    }
+                }
+            }
+            else if (job.workers.size() > 1)
+            {
+                m_impl->tcp->Open(job.workers[w], job.workers[(w + 1) % job.workers.size()], job.tag);
+            }
+        }
     }
     m_impl->jobs.push_back(std::make_unique<TrainingJob>(job, m_impl.get()));
     m_impl->jobs.back()->Start();

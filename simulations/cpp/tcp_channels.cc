@@ -50,14 +50,19 @@ TcpChannels::Listen(uint32_t host, uint32_t tag)
 }
 
 void
-TcpChannels::Send(uint32_t src, uint32_t dst, uint32_t tag, uint64_t bytes, uint32_t msg)
+TcpChannels::Open(uint32_t src, uint32_t dst, uint32_t tag)
+{
+    ChannelOf(src, dst, tag);
+}
+
+TcpChannels::Channel&
+TcpChannels::ChannelOf(uint32_t src, uint32_t dst, uint32_t tag)
 {
     Key key{tag, std::min(src, dst), std::max(src, dst)};
     std::unique_ptr<Channel>& c = m_channels[key];
     if (!c)
     {
-        // The first message either way opens the connection: src connects to dst's listener
-        // for this tag (listening from now on, before its SYN can arrive).
+        // src connects to dst's listener for this tag (listening from now on, before its SYN can arrive).
         c = std::make_unique<Channel>();
         c->host = {src, dst};
         for (uint32_t s = 0; s < 2; ++s)
@@ -72,6 +77,13 @@ TcpChannels::Send(uint32_t src, uint32_t dst, uint32_t tag, uint64_t bytes, uint
         sock->Connect(InetSocketAddress(m_addresses[dst], static_cast<uint16_t>(TCP_MESSAGE_PORT_BASE + tag)));
         c->end[0].Attach(sock);
     }
+    return *c;
+}
+
+void
+TcpChannels::Send(uint32_t src, uint32_t dst, uint32_t tag, uint64_t bytes, uint32_t msg)
+{
+    Channel* c = &ChannelOf(src, dst, tag);
     uint32_t side = c->host[0] == src ? 0 : 1;
     Stream& out = c->out[side];
     out.appended += bytes;

@@ -1,6 +1,6 @@
 // TCP messages over persistent connections, as gloo and NCCL keep theirs: one connection per
-// pair of hosts and workload tag, opened by the first message either way and used, in both
-// directions, for every later message of that tag between the two hosts. A message is a run of
+// pair of hosts and workload tag, opened when the run is set up (or by the first message either
+// way) and used, in both directions, for every message of that tag between the two hosts. A message is a run of
 // bytes on the stream: the sender appends its bytes behind the messages before it, and the
 // receiver completes it when it has read up to its last byte (so a message waits behind the
 // ones queued before it on its connection, as on a real one).
@@ -36,7 +36,12 @@ class TcpChannels
     TcpChannels(std::vector<ns3::Ptr<ns3::Node>> hosts, std::vector<ns3::Ipv4Address> addresses, Completed completed);
     ~TcpChannels();
 
-    /** Append message `msg` (`bytes` long) to the stream from host `src` to `dst` of tag `tag`'s connection. */
+    /** Open the connection of hosts `src` and `dst` for `tag` now (`src` connects), if it is not open yet: a job's
+     *  set-up, as gloo's and NCCL's rendezvous connect every pair before the first message. */
+    void Open(uint32_t src, uint32_t dst, uint32_t tag);
+
+    /** Append message `msg` (`bytes` long) to the stream from host `src` to `dst` of tag `tag`'s connection
+     *  (opened now if it is not open). */
     void Send(uint32_t src, uint32_t dst, uint32_t tag, uint64_t bytes, uint32_t msg);
 
     /** Connections opened so far (one per pair of hosts and tag that exchanged a message). */
@@ -91,6 +96,7 @@ class TcpChannels
     using Key = std::tuple<uint32_t, uint32_t, uint32_t>; // tag, lower host, higher host
 
     void Listen(uint32_t host, uint32_t tag);
+    Channel& ChannelOf(uint32_t src, uint32_t dst, uint32_t tag);
     void Pump(Channel& c, uint32_t side);
     void Deliver(Channel& c, uint32_t side, uint64_t bytes);
 
