@@ -84,3 +84,10 @@ def test_a_message_after_idle_time_completes() -> None:
     # The connection stays open between messages far apart (no timeout closes it).
     r = runner.run(table(to(1, 50_000, rounds=3, gap_us=20_000), stop_s=0.1))
     assert r["flows"]["gradient"]["completed"] == 3 and r["counters"]["tcp_connections"] == 1
+
+
+def test_connections_are_open_before_the_first_message() -> None:
+    # Opened at set-up (a job's rendezvous): a first message at 2 ms finds its connection established.
+    at_zero = runner.run(table(to(1, 1_000_000)))["flows"]["gradient"]["fct_max_s"]
+    later = runner.run(table(to(1, 1_000_000, start_us=2000)))["flows"]["gradient"]["fct_max_s"]
+    assert later < at_zero - 4e-6, "no SYN round trip (4 links of 1 us)"
