@@ -785,7 +785,9 @@ Simulation::AddMessage(uint32_t src_host, uint32_t dst_host, double start_s, uin
     SimulationImpl* impl = m_impl.get();
     if (meta.transport == static_cast<uint8_t>(Transport::TCP))
     {
-        impl->tcp->Open(src_host, dst_host, tag); // at set-up, before any message, as a job's rendezvous
+        // At set-up, before any message, as a job's rendezvous (an event at time 0, after the nodes'
+        // initialisation: ns-3's traffic control cannot send before it).
+        Simulator::Schedule(Seconds(0), [impl, src_host, dst_host, tag]() { impl->tcp->Open(src_host, dst_host, tag); });
     }
     uint32_t id = impl->NewRecord(src_host, dst_host, bytes, meta.transport, tag);
     impl->records[id].start = start_s;
@@ -807,6 +809,10 @@ Simulation::AddJob(const JobSpec& job)
     {
         throw std::invalid_argument("job: workers, servers (PS) and one entry per layer in every per-layer list");
     }
+    SimulationImpl* impl = m_impl.get();
+    auto OpenAtStart = [impl](uint32_t a, uint32_t b, uint32_t tag) {
+        Simulator::Schedule(Seconds(0), [impl, a, b, tag]() { impl->tcp->Open(a, b, tag); });
+    };
     if (job.transport == static_cast<uint8_t>(Transport::TCP))
     {
         // The job's connections at set-up, as its rendezvous makes them: each worker to each server (PS), each
@@ -819,13 +825,13 @@ Simulation::AddJob(const JobSpec& job)
                 {
                     if (server != job.workers[w])
                     {
-                        m_impl->tcp->Open(job.workers[w], server, job.tag);
+                        OpenAtStart(job.workers[w], server, job.tag);
                     }
                 }
             }
             else if (job.workers.size() > 1)
             {
-                m_impl->tcp->Open(job.workers[w], job.workers[(w + 1) % job.workers.size()], job.tag);
+                OpenAtStart(job.workers[w], job.workers[(w + 1) % job.workers.size()], job.tag);
             }
         }
     }
