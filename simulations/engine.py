@@ -33,7 +33,7 @@ from dlcp.simulations import constants
 log = logging.getLogger(__name__)
 
 SOURCES_DIR = Path(__file__).resolve().parent / "cpp"
-UNITS = ("queue_disc.cc", "port.cc", "routing.cc", "transport.cc", "jobs.cc", "sim.cc")
+UNITS = ("queue_disc.cc", "port.cc", "routing.cc", "transport.cc", "tcp_channels.cc", "jobs.cc", "sim.cc")
 NS3_MODULES = ("core", "network", "internet", "point-to-point", "traffic-control", "applications", "stats", "bridge")
 NS3_VERSION = "3.44"
 LIBRARY = "libdlcpsim.so"

@@ -59,17 +59,20 @@ def estimate_memory_mb(s: Scenario, traffic: workloads.Traffic, nodes: int, link
     Packets carry no payload bytes in the simulator (ns-3's zero-filled virtual data), so
     what grows is: every switch port's buffer full at once (1.5 KB a queued packet: the
     packet, its header bytes, its queue item); per node and port the ns-3 objects; per
-    message its sender and receiver state (2 KB, 30 KB for a TCP flow's sockets and
-    applications) and a few bytes per packet (bitmaps, drop classes); per training job the
-    same for every push and pull of every worker, all alive at once.
+    message its sender and receiver state (2 KB) and a few bytes per packet (bitmaps, drop
+    classes); 30 KB per TCP connection's sockets (one per pair of hosts and tag,
+    tcp_channels.h); per training job the same for every push and pull of every worker, all
+    alive at once.
     """
     payload = s.dlcp.transport.payload_bytes
     ports = 2 * links
     buffered = ports * s.switch.buffer_packets * 1.5e-3
     per_node = nodes * 0.06 + ports * 0.03
     packets = sum(m.bytes for m in traffic.messages) / payload
-    tcp = sum(1 for m in traffic.messages if m.transport != workloads.DLCP)
-    msgs = packets * 64e-6 + len(traffic.messages) * 2e-3 + tcp * 30e-3
+    connections = {
+        (m.tag, min(m.src, m.dst), max(m.src, m.dst)) for m in traffic.messages if m.transport != workloads.DLCP
+    }
+    msgs = packets * 64e-6 + len(traffic.messages) * 2e-3 + len(connections) * 30e-3
     jobs = 0.0
     for j in traffic.jobs:
         per_iteration = len(j.workers) * 2 * len(j.layer_bytes)
@@ -357,6 +360,7 @@ def summarise(s: Scenario, sim: Any, traffic: workloads.Traffic, njobs: int) -> 
         "host_rx_packets": int(sw.host_rx_packets),
         "route_lookups": int(sw.route_lookups),
         "switch_dropped": int(sw.switch_dropped),
+        "tcp_connections": int(sim.TcpConnections()),
         "per_class": per_class,
     }
     hosts = s.topology.fabric().hosts

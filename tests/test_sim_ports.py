@@ -4,7 +4,8 @@ The port model must be a faster engine for the same simulation, not another one:
 scenario below runs once with ``ports = "ns3"`` (point-to-point devices, channels, queue
 discs, the hosts' UDP/IP stack) and once with ``ports = "dlcp"``, and the two summaries must
 be equal, number for number (flow completion times, drops, trims, pushes-out, ECN marks,
-retransmissions, event counts). Its queue also runs the shared switch and buffer vectors
+retransmissions, event counts), for DLCP's queues and for the TCP baselines' RED/ECN and drop-tail
+FIFO queues alike. Its DLCP queue also runs the shared switch and buffer vectors
 (tests/test_sim_queue_disc.py, tests/test_sim_buffer.py).
 """
 
@@ -24,6 +25,16 @@ LEAF_SPINE = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 
 INCAST = {"type": "incast", "senders": 8, "bytes": 400_000, "rounds": 2, "gap_us": 500}
 FRONT = {"type": "incast", "senders": 6, "receiver": 15, "bytes": 300_000, "layer": 0, "num_layers": 6, "tag": "front"}
 BACK = dict(FRONT, layer=5, tag="back")
+BACKGROUND = {"type": "background", "load": 0.3, "duration_us": 2000, "max_flow_bytes": 500_000}
+PS = {
+    "type": "ps",
+    "workers": 4,
+    "servers": 2,
+    "layer_bytes": [400_000, 200_000, 800_000],
+    "compute_us": 300,
+    "iterations": 3,
+    "tag": "job",
+}
 
 
 def table(**kw: Any) -> dict[str, Any]:
@@ -63,9 +74,14 @@ SCENARIOS = {
     # Senders paced at their share (the default), with their random start phase.
     "paced": table(host_pacing="share", workload=[INCAST]),
     # TCP background (DCTCP, ECN-marked by DLCP's queues) beside DLCP: the hosts' IP stack over DLCP ports.
-    "tcp_background": table(
-        workload=[INCAST, {"type": "background", "load": 0.3, "duration_us": 2000, "max_flow_bytes": 500_000}],
-    ),
+    "tcp_background": table(workload=[INCAST, BACKGROUND]),
+    # The TCP baselines: DCTCP on RED/ECN switch queues (marks drawn from each port's random stream), NewReno
+    # on drop-tail FIFOs small enough to overflow, and a DCTCP parameter server (connections used both ways).
+    "dctcp": table(baseline="dctcp", workload=[INCAST, BACKGROUND]),
+    "tcp": table(baseline="tcp", switch={"buffer_packets": 64}, workload=[INCAST, BACKGROUND]),
+    "dctcp_ps": table(baseline="dctcp", workload=[PS]),
+    # K = 2: most arrivals in RED's random band (K to 2K + 2), so most marks are drawn.
+    "dctcp_low_k": table(baseline="dctcp", switch={"ecn_threshold_packets": 2}, workload=[INCAST, BACKGROUND]),
 }
 
 
@@ -104,6 +120,14 @@ def test_the_differential_scenarios_exercise_what_they_claim() -> None:
     tcp = runner.run(SCENARIOS["tcp_background"])
     assert sum(tcp["counters"]["per_class"]["marked"]) > 0, "ECN marks on the TCP background"
     assert tcp["flows"]["background"]["completed"] > 0
+    dctcp = runner.run(SCENARIOS["dctcp"])
+    assert dctcp["perf"]["port_model"] and dctcp["counters"]["per_class"]["marked"][0] > 0, "RED's marks"
+    assert dctcp["flows"]["gradient"]["completed"] == dctcp["flows"]["gradient"]["count"]
+    newreno = runner.run(SCENARIOS["tcp"])
+    assert newreno["counters"]["per_class"]["overflow"][0] > 0, "drop-tail losses"
+    ps = runner.run(SCENARIOS["dctcp_ps"])
+    assert all(t > 0 for t in ps["jobs"][0]["iteration_s"]), "every iteration finished"
+    assert ps["counters"]["tcp_connections"] == 4 * 2, "one per worker and server, pushes and pulls both ways"
 
 
 @pytest.mark.parametrize(
@@ -113,8 +137,9 @@ def test_the_differential_scenarios_exercise_what_they_claim() -> None:
         ({"baseline": "pfabric"}, True),
         ({"ports": "ns3"}, False),
         ({"routing": "global"}, False),  # stock ns-3: the benchmark's baseline
-        ({"baseline": "dctcp"}, False),  # RED/ECN switch queues: ns-3's
-        ({"baseline": "tcp"}, False),  # FIFO switch queues: ns-3's
+        ({"baseline": "dctcp"}, True),  # RED/ECN switch queues
+        ({"baseline": "tcp"}, True),  # drop-tail FIFO switch queues
+        ({"baseline": "dctcp", "ports": "ns3"}, False),
     ],
 )
 def test_port_model_where_it_applies(change: dict[str, Any], uses: bool) -> None:

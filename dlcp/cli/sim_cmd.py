@@ -37,6 +37,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     b.add_argument("--hosts-per-leaf", type=int, default=16)
     b.add_argument("--spines", type=int, default=8)
     b.add_argument("--kb", type=int, default=256, help="KiB each host sends per round (2 rounds)")
+    b.add_argument(
+        "--baselines",
+        action="store_true",
+        help="also run the DCTCP and TCP baselines on ns-3's devices and on DLCP's port model",
+    )
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=_bench)
 
@@ -169,7 +174,7 @@ def _bench(args: argparse.Namespace) -> int:
         checks.at_least(f"--{name.replace('_', '-')}", getattr(args, name), 1)
     sizes = f"--leaves {args.leaves}, --hosts-per-leaf {args.hosts_per_leaf}, --spines {args.spines}, --kb {args.kb}"
     with _memory_refused(sizes):
-        out = bench.bench(args.leaves, args.hosts_per_leaf, args.spines, args.kb)
+        out = bench.bench(args.leaves, args.hosts_per_leaf, args.spines, args.kb, args.baselines)
     if args.json:
         json.dump(out, sys.stdout, indent=1)
         print()
@@ -178,8 +183,14 @@ def _bench(args: argparse.Namespace) -> int:
         "global": "stock ns-3 (global routing)",
         "dlcp_ns3": "DLCP routing, ns-3 ports",
         "dlcp": "DLCP routing, DLCP ports",
+        "dctcp_ns3": "DCTCP, ns-3 ports",
+        "dctcp": "DCTCP, DLCP ports",
+        "tcp_ns3": "TCP, ns-3 ports",
+        "tcp": "TCP, DLCP ports",
     }
     for name, label in labels.items():
+        if name not in out:
+            continue
         r = out[name]
         print(
             f"{label:<28} {r['hosts']} hosts  packets {r['packets']}  wall_s {r['wall_s']}"
@@ -190,6 +201,11 @@ def _bench(args: argparse.Namespace) -> int:
         f"DLCP / stock: {out['speedup']}x packets per second, {out['speedup_cpu']}x packets per CPU second;"
         f" DLCP ports / ns-3 ports: {out['port_model_cpu']}x packets per CPU second"
     )
+    if args.baselines:
+        print(
+            f"DLCP ports / ns-3 ports, packets per CPU second: DCTCP {out['port_model_cpu_dctcp']}x,"
+            f" TCP {out['port_model_cpu_tcp']}x"
+        )
     return 0
 
 

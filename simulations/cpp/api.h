@@ -81,7 +81,7 @@ class Simulation
     void SetHostQueueLimit(uint32_t limit_packets);
     /** "dlcp" (O(1) next hops, spraying) or "global" (ns-3's global routing, random ECMP). */
     void SetRouting(const std::string& kind);
-    /** "dlcp": DLCP's port model (port.h) wherever routing is "dlcp" and switch queues are "dlcp";
+    /** "dlcp": DLCP's port model (port.h) wherever routing is "dlcp", with DLCP's, RED/ECN or FIFO queues;
      *  "ns3": ns-3's point-to-point devices, channels and queue discs everywhere. */
     void SetPorts(const std::string& kind);
     /** After Build: whether this run uses DLCP's port model. */
@@ -116,6 +116,8 @@ class Simulation
     HostCounters Hosts() const;
     SwitchTotals Switches() const;
     uint64_t Events() const;
+    /** TCP connections opened (one per pair of hosts and workload tag that exchanged a TCP message). */
+    uint32_t TcpConnections() const;
     /** A DLCP host's sending rate now, bytes/s (after Run: where its rate control left it). */
     double HostRate(uint32_t host) const;
     double Now() const;

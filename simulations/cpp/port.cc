@@ -2,10 +2,12 @@
 
 #include "wire.h"
 
+#include "ns3/abort.h"
 #include "ns3/log.h"
 #include "ns3/simulator.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace dlcpsim
 {
@@ -27,6 +29,116 @@ Frame::From(const Ipv4Header& ip, Ptr<Packet> l4)
     f.l4 = l4;
     f.head_len = l4->CopyData(f.head, sizeof(f.head));
     return f;
+}
+
+// ---- RedMarker: RedQueueDisc's decisions ----------------------------------------
+
+RedParams
+RedParams::Dctcp(uint32_t k, uint32_t mtu, double link_bps)
+{
+    RedParams p;
+    p.min_th = k;
+    p.max_th = k + 1.0;
+    p.q_w = 1.0;
+    p.mean_packet_bytes = mtu;
+    p.link_bps = link_bps;
+    return p;
+}
+
+RedMarker::RedMarker(const RedParams& params, Ptr<UniformRandomVariable> uniform)
+    : m_p(params),
+      m_uniform(std::move(uniform))
+{
+    NS_ABORT_MSG_IF(m_p.q_w <= 0 || m_p.min_th > m_p.max_th, "RED: QW > 0 and MinTh <= MaxTh");
+    // As RedQueueDisc::InitializeParams: the probability's line between the thresholds, and (gentle) above.
+    m_ptc = m_p.link_bps / (8.0 * m_p.mean_packet_bytes);
+    double span = m_p.max_th - m_p.min_th;
+    if (span == 0)
+    {
+        span = 1.0;
+    }
+    m_vA = 1.0 / span;
+    m_maxP = 1.0 / m_p.l_interm;
+    m_vB = -m_p.min_th / span;
+    m_vC = m_p.gentle ? (1.0 - m_maxP) / m_p.max_th : 0.0;
+    m_vD = m_p.gentle ? 2.0 * m_maxP - 1.0 : 0.0;
+}
+
+bool
+RedMarker::Congested(uint32_t queued)
+{
+    // The average, aged by the packets the link could have sent while the queue was idle.
+    uint32_t idle_packets = 0;
+    if (m_idle)
+    {
+        idle_packets = static_cast<uint32_t>(m_ptc * (Simulator::Now() - m_idleSince).GetSeconds());
+        m_idle = false;
+    }
+    double avg = m_avg * std::pow(1.0 - m_p.q_w, idle_packets + 1);
+    avg += m_p.q_w * queued;
+    m_avg = avg;
+    m_count++;
+    if (m_avg >= m_p.min_th && queued > 1)
+    {
+        if (m_avg >= (m_p.gentle ? 2 * m_p.max_th : m_p.max_th))
+        {
+            return true; // forced
+        }
+        if (!m_old)
+        {
+            // Just crossed min_th: start counting, no mark yet.
+            m_count = 1;
+            m_old = true;
+            return false;
+        }
+        return MarkEarly();
+    }
+    m_old = false;
+    return false;
+}
+
+bool
+RedMarker::MarkEarly()
+{
+    double p;
+    if (m_avg >= m_p.max_th)
+    {
+        p = m_p.gentle ? m_vC * m_avg + m_vD : 1.0;
+    }
+    else
+    {
+        p = m_vA * m_avg + m_vB;
+        p *= m_maxP;
+    }
+    p = std::min(p, 1.0);
+    // Spread marks out by the arrivals counted since the last one.
+    double cp = static_cast<double>(m_count) * p;
+    if (m_p.wait)
+    {
+        p = cp < 1.0 ? 0.0 : cp < 2.0 ? p / (2.0 - cp) : 1.0;
+    }
+    else
+    {
+        p = cp < 1.0 ? p / (1.0 - cp) : 1.0;
+    }
+    p = std::min(p, 1.0);
+    double u = m_uniform->GetValue(); // drawn whatever p is, as RED draws it
+    if (u <= p)
+    {
+        m_count = 0;
+        return true;
+    }
+    return false;
+}
+
+void
+RedMarker::Dequeued(bool empty)
+{
+    m_idle = empty;
+    if (empty)
+    {
+        m_idleSince = Simulator::Now();
+    }
 }
 
 // ---- PortQueue: DlcpQueueDisc's decisions over frames ---------------------------
@@ -51,7 +163,8 @@ PortQueue::PushOut(uint32_t queue)
 bool
 PortQueue::Admit(Frame&& frame, uint32_t queue)
 {
-    bool push_out = m_config == nullptr || m_config->buffer_policy == BufferPolicy::PUSH_OUT;
+    bool push_out = m_discipline == Discipline::DLCP &&
+                    (m_config == nullptr || m_config->buffer_policy == BufferPolicy::PUSH_OUT);
     while (push_out && m_size + 1 > m_limit && PushOut(queue))
     {
     }
@@ -69,9 +182,32 @@ PortQueue::Admit(Frame&& frame, uint32_t queue)
 }
 
 bool
+PortQueue::EnqueueFifo(Frame&& frame)
+{
+    // As RedQueueDisc::DoEnqueue (its decision first, then the internal queue's limit) or FifoQueueDisc.
+    if (m_red && m_red->Congested(m_size))
+    {
+        if (frame.ip.GetEcn() == Ipv4Header::ECN_NotECT)
+        {
+            m_counters.dropped[dlcp::DEFAULT_QUEUE]++;
+            m_lastQueue = -1;
+            m_stats.dropped++;
+            return false;
+        }
+        frame.ip.SetEcn(Ipv4Header::ECN_CE); // as Ipv4QueueDiscItem::Mark
+        m_counters.marked[dlcp::DEFAULT_QUEUE]++;
+    }
+    return Admit(std::move(frame), dlcp::DEFAULT_QUEUE);
+}
+
+bool
 PortQueue::Enqueue(Frame&& frame)
 {
     m_stats.received++;
+    if (m_discipline != Discipline::DLCP)
+    {
+        return EnqueueFifo(std::move(frame));
+    }
     if (m_config == nullptr)
     {
         return Admit(std::move(frame), dlcp::DEFAULT_QUEUE);
@@ -137,7 +273,15 @@ PortQueue::Dequeue(Frame& out)
         m_counters.forwarded_bytes[q] += out.Size();
         m_lastDequeued = static_cast<int32_t>(q);
         m_stats.sent++;
+        if (m_red)
+        {
+            m_red->Dequeued(false);
+        }
         return true;
+    }
+    if (m_red)
+    {
+        m_red->Dequeued(true);
     }
     return false;
 }
@@ -178,6 +322,15 @@ void
 DlcpPort::Configure(const DlcpSwitchConfig* config, uint32_t limit_packets, DataRate rate)
 {
     m_queue = std::make_unique<PortQueue>(config, limit_packets);
+    m_rate = rate;
+    m_txTimes = {};
+    m_address = Mac48Address::Allocate();
+}
+
+void
+DlcpPort::Configure(std::unique_ptr<PortQueue> queue, DataRate rate)
+{
+    m_queue = std::move(queue);
     m_rate = rate;
     m_txTimes = {};
     m_address = Mac48Address::Allocate();

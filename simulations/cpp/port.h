@@ -9,9 +9,14 @@
 // ns-3's queue, trace and flow-control machinery.
 //
 // Same semantics as the ns-3 path it replaces (sim.cc builds either):
-//   * the queue: DlcpSwitchConfig's classification, selective drop, trimming,
-//     strict priority, the shared buffer with push-out, ECN marking and the
-//     per-class counters of DlcpQueueDisc (queue_disc.h), with its statistics;
+//   * the queue, one of three disciplines: DLCP's -- DlcpSwitchConfig's
+//     classification, selective drop, trimming, strict priority, the shared buffer
+//     with push-out, ECN marking and the per-class counters of DlcpQueueDisc
+//     (queue_disc.h) --, a drop-tail FIFO (ns-3's FifoQueueDisc: the tcp baseline's
+//     switches, and the hosts of the tcp and dctcp baselines), or a FIFO with RED's
+//     ECN marking (ns-3's RedQueueDisc as the dctcp baseline configures it:
+//     RedMarker, same formulas and the same random stream per port), each with
+//     ns-3's queue-disc statistics;
 //   * the transmitter: serialization of the IPv4 packet plus ns-3's 2-byte PPP
 //     header at the link's rate (DataRate::CalculateBytesTxTime), arrival at the
 //     peer after serialization plus the propagation delay;
@@ -31,10 +36,12 @@
 #include "ns3/net-device.h"
 #include "ns3/node.h"
 #include "ns3/packet.h"
+#include "ns3/random-variable-stream.h"
 
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <memory>
 
 namespace dlcpsim
 {
@@ -76,14 +83,79 @@ struct PortStats
     uint64_t sent = 0;     // handed to the transmitter
 };
 
-/** The DLCP queue of one port: classification, selective drop, trimming, push-out, strict priority. */
+/** RED's parameters, in packets (ns-3's RedQueueDisc attributes of the same names; no adaptive variant). */
+struct RedParams
+{
+    double min_th = 5;
+    double max_th = 15;
+    double q_w = 0.002;     // QW: weight of the newest queue length in the average
+    double l_interm = 50;   // LInterm: 1 / the marking probability at max_th
+    bool gentle = true;     // Gentle: the probability rises to 1 between max_th and 2 max_th
+    bool wait = true;       // Wait: space marks out by the packets counted since the last one
+    uint32_t mean_packet_bytes = 500;
+    double link_bps = 1.5e6;
+
+    /** The dctcp baseline's switch queues: the instantaneous queue (QW = 1) against K (MinTh = K, MaxTh = K + 1). */
+    static RedParams Dctcp(uint32_t k, uint32_t mtu, double link_bps);
+};
+
+/** RED's decision on each arrival, computed as ns-3's RedQueueDisc computes it (packet mode, ECN on, no hard drop). */
+class RedMarker
+{
+  public:
+    /** `uniform`: the port's random stream (a UniformRandomVariable on [0, 1), as RED's own). */
+    RedMarker(const RedParams& params, ns3::Ptr<ns3::UniformRandomVariable> uniform);
+
+    /** A packet arrives at a queue of `queued` packets: true if RED marks it (drops it, if not ECN-capable). */
+    bool Congested(uint32_t queued);
+    /** A dequeue found the queue empty (RED's idle period starts) or not. */
+    void Dequeued(bool empty);
+
+  private:
+    bool MarkEarly();
+
+    RedParams m_p;
+    ns3::Ptr<ns3::UniformRandomVariable> m_uniform;
+    double m_avg = 0;      // average queue (packets)
+    uint32_t m_count = 0;  // arrivals since the last early mark
+    bool m_old = false;    // the average was above min_th at the last arrival
+    bool m_idle = true;
+    ns3::Time m_idleSince;
+    double m_ptc;          // packets per second at the link's rate
+    double m_maxP, m_vA, m_vB, m_vC, m_vD;
+};
+
+/** What a port's queue does with the frames offered to it. */
+enum class Discipline : uint8_t
+{
+    DLCP = 0,    // DlcpSwitchConfig: classes, selective drop, trimming, push-out
+    FIFO = 1,    // one drop-tail queue
+    RED_ECN = 2, // one queue, RED's marks (drops of packets that are not ECN-capable), then drop-tail
+};
+
+/** The queue of one port: DLCP's (classification, selective drop, trimming, push-out, strict priority),
+ *  or one FIFO, drop-tail or with RED's ECN marking. */
 class PortQueue
 {
   public:
+    /** DLCP's queue. */
     PortQueue(const DlcpSwitchConfig* config, uint32_t limit)
         : m_config(config),
           m_limit(limit)
     {
+    }
+
+    /** A FIFO of `limit` packets: drop-tail, or with RED's marking when `red` is given. */
+    PortQueue(uint32_t limit, std::unique_ptr<RedMarker> red)
+        : m_discipline(red ? Discipline::RED_ECN : Discipline::FIFO),
+          m_limit(limit),
+          m_red(std::move(red))
+    {
+    }
+
+    Discipline Kind() const
+    {
+        return m_discipline;
     }
 
     /** Offer a frame; false if it was dropped (selective drop or buffer full). */
@@ -123,11 +195,14 @@ class PortQueue
 
   private:
     bool Admit(Frame&& frame, uint32_t queue);
+    bool EnqueueFifo(Frame&& frame);
     bool PushOut(uint32_t queue);
     static void Trim(Frame& frame);
 
-    const DlcpSwitchConfig* m_config;
+    Discipline m_discipline = Discipline::DLCP;
+    const DlcpSwitchConfig* m_config = nullptr;
     uint32_t m_limit;
+    std::unique_ptr<RedMarker> m_red;
     uint32_t m_size = 0;
     std::array<std::deque<Frame>, dlcp::NUM_PRIORITY_CLASSES> m_queues;
     ClassCounters m_counters;
@@ -147,6 +222,8 @@ class DlcpPort : public ns3::NetDevice
     ~DlcpPort() override;
 
     void Configure(const DlcpSwitchConfig* config, uint32_t limit_packets, ns3::DataRate rate);
+    /** A port with the given queue (any discipline). */
+    void Configure(std::unique_ptr<PortQueue> queue, ns3::DataRate rate);
     void Connect(ns3::Ptr<DlcpLink> link, DlcpPort* peer);
     void SetSink(FrameSink* sink)
     {

@@ -5,6 +5,7 @@
 #include "port.h"
 #include "queue_disc.h"
 #include "routing.h"
+#include "tcp_channels.h"
 #include "transport.h"
 
 #include "ns3/applications-module.h"
@@ -23,76 +24,6 @@ namespace dlcpsim
 {
 
 using namespace ns3;
-
-// ---- a sink that records when a TCP flow's last byte arrived --------------
-
-class FlowSink : public Application
-{
-  public:
-    static TypeId GetTypeId()
-    {
-        static TypeId tid = TypeId("dlcpsim::FlowSink").SetParent<Application>().AddConstructor<FlowSink>();
-        return tid;
-    }
-
-    void Setup(uint16_t port, uint64_t bytes, std::function<void()> done)
-    {
-        m_port = port;
-        m_bytes = bytes;
-        m_done = std::move(done);
-    }
-
-  private:
-    void StartApplication() override
-    {
-        m_socket = Socket::CreateSocket(GetNode(), TcpSocketFactory::GetTypeId());
-        m_socket->Bind(InetSocketAddress(Ipv4Address::GetAny(), m_port));
-        m_socket->Listen();
-        m_socket->SetAcceptCallback(MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
-                                    MakeCallback(&FlowSink::Accept, this));
-    }
-
-    void StopApplication() override
-    {
-        if (m_socket)
-        {
-            m_socket->Close();
-        }
-        if (m_peer)
-        {
-            m_peer->Close();
-        }
-    }
-
-    void Accept(Ptr<Socket> s, const Address&)
-    {
-        m_peer = s;
-        s->SetRecvCallback(MakeCallback(&FlowSink::Receive, this));
-    }
-
-    void Receive(Ptr<Socket> s)
-    {
-        Ptr<Packet> p;
-        while ((p = s->Recv()))
-        {
-            m_got += p->GetSize();
-        }
-        if (m_got >= m_bytes && m_done)
-        {
-            auto cb = std::move(m_done);
-            m_done = nullptr;
-            cb();
-        }
-    }
-
-    Ptr<Socket> m_socket, m_peer;
-    uint16_t m_port = 0;
-    uint64_t m_bytes = 0;
-    uint64_t m_got = 0;
-    std::function<void()> m_done;
-};
-
-NS_OBJECT_ENSURE_REGISTERED(FlowSink);
 
 class DlcpRoutingHelper : public Ipv4RoutingHelper
 {
@@ -202,7 +133,8 @@ class SimulationImpl : public MessageService
     std::vector<FlowRecord> records;
     HostCounters host_counters;
     std::vector<std::unique_ptr<TrainingJob>> jobs;
-    std::vector<uint16_t> next_port;
+    std::unique_ptr<TcpChannels> tcp;                                // TCP messages' persistent connections
+    std::unordered_map<uint32_t, std::function<void()>> tcp_waiting; // message -> what runs when it completes
     uint64_t host_rx = 0;
 
     void CheckNotBuilt(const char* what) const
@@ -214,6 +146,8 @@ class SimulationImpl : public MessageService
     }
 
     void Build();
+    /** The port model: the queue of a port (`index`: its place among every link's two ends, in link order). */
+    std::unique_ptr<PortQueue> PortQueueFor(bool on_switch, double bps, size_t index) const;
     /** The port model: host `h`'s DLCP transport sends to, and receives from, its ports directly. */
     void ConnectHostPorts(uint32_t h, Ptr<Node> node, Ptr<Ipv4L3Protocol> ip);
     uint32_t Send(uint32_t src, uint32_t dst, uint64_t bytes, const MessageMeta& meta, uint32_t tag,
@@ -276,29 +210,33 @@ SimulationImpl::Launch(uint32_t id, const MessageMeta& meta, std::function<void(
         hosts[src]->Send(id, dst, s, nullptr);
         return;
     }
-    // TCP: one connection per message, to a sink listening on its own port.
-    uint16_t port = next_port[dst]++;
-    if (port == 0)
+    // TCP: appended to the stream of the pair's persistent connection (tcp_channels.h).
+    if (on_delivered)
     {
-        throw std::runtime_error("host ran out of TCP ports for flows");
+        tcp_waiting.emplace(id, std::move(on_delivered));
     }
-    Ptr<FlowSink> sink = CreateObject<FlowSink>();
-    sink->Setup(port, bytes, [this, id, cb = std::move(on_delivered)]() {
-        records[id].end = Simulator::Now().GetSeconds();
-        if (cb)
-        {
-            cb();
-        }
-    });
-    nodes.Get(node_of_host[dst])->AddApplication(sink);
-    sink->SetStartTime(Seconds(0));
-    Ptr<BulkSendApplication> app = CreateObject<BulkSendApplication>();
-    app->SetAttribute("Remote", AddressValue(InetSocketAddress(host_address[dst], port)));
-    app->SetAttribute("MaxBytes", UintegerValue(bytes));
-    app->SetAttribute("SendSize", UintegerValue(tcp_segment * 8));
-    nodes.Get(node_of_host[src])->AddApplication(app);
-    // The sink's start is scheduled first (same time, FIFO), so it listens before the SYN.
-    app->SetStartTime(Seconds(0));
+    tcp->Send(src, dst, rec.tag, bytes, id);
+}
+
+std::unique_ptr<PortQueue>
+SimulationImpl::PortQueueFor(bool on_switch, double bps, size_t index) const
+{
+    // The queue discs the ns-3 path installs (Build, below): DLCP's everywhere in DLCP's runs; otherwise
+    // the baseline's on switches and a drop-tail FIFO on hosts.
+    if (switch_queue == "dlcp")
+    {
+        return std::make_unique<PortQueue>(on_switch ? &switch_config : &host_config,
+                                           on_switch ? switch_limit : host_limit);
+    }
+    if (on_switch && switch_queue == "red_ecn")
+    {
+        // RED's random stream as its queue disc's on the same port; created here, as there, once per port.
+        Ptr<UniformRandomVariable> uniform = CreateObject<UniformRandomVariable>();
+        uniform->SetStream(RED_STREAM_BASE + static_cast<int64_t>(index));
+        return std::make_unique<PortQueue>(switch_limit,
+                                           std::make_unique<RedMarker>(RedParams::Dctcp(ecn_threshold, mtu, bps), uniform));
+    }
+    return std::make_unique<PortQueue>(on_switch ? switch_limit : host_limit, nullptr);
 }
 
 void
@@ -359,9 +297,9 @@ SimulationImpl::Build()
     addr.SetBase("10.0.0.0", "255.255.255.252");
     uint32_t next_subnet = Ipv4Address("10.0.0.0").Get();
     std::vector<std::pair<Ptr<NetDevice>, bool>> devices; // device, on a switch
-    // DLCP's port model replaces ns-3's devices, channels and queue discs where the run is all
-    // DLCP's: DLCP routing and DLCP queues (the DCTCP and TCP baselines keep ns-3's RED and FIFO).
-    port_model = lean && switch_queue == "dlcp" && ports == "dlcp";
+    // DLCP's port model replaces ns-3's devices, channels and queue discs wherever switches run
+    // DLCP's routing, whatever their queues (DLCP's, RED/ECN or drop-tail: port.h's disciplines).
+    port_model = lean && ports == "dlcp";
     for (const LinkDesc& l : links)
     {
         NetDeviceContainer d;
@@ -374,8 +312,7 @@ SimulationImpl::Build()
                 uint32_t node = e == 0 ? l.a : l.b;
                 double bps = e == 1 && l.rate_ba_bps > 0 ? l.rate_ba_bps : l.rate_bps;
                 ends[e] = CreateObject<DlcpPort>();
-                ends[e]->Configure(is_host[node] ? &host_config : &switch_config,
-                                   is_host[node] ? host_limit : switch_limit,
+                ends[e]->Configure(PortQueueFor(!is_host[node], bps, 2 * (&l - links.data()) + e),
                                    DataRate(static_cast<uint64_t>(bps)));
                 ends[e]->SetMtu(static_cast<uint16_t>(mtu));
                 nodes.Get(node)->AddDevice(ends[e]);
@@ -471,14 +408,16 @@ SimulationImpl::Build()
         }
         else if (kind == "red_ecn")
         {
-            // DCTCP marking: instantaneous queue (QW = 1), one threshold K (MinTh = MaxTh).
             Ptr<PointToPointNetDevice> p = DynamicCast<PointToPointNetDevice>(dev);
             DataRateValue rate;
             p->GetAttribute("DataRate", rate);
+            RedParams red = RedParams::Dctcp(ecn_threshold, mtu, static_cast<double>(rate.Get().GetBitRate()));
             t.SetRootQueueDisc("ns3::RedQueueDisc", "MaxSize", size, "UseEcn", BooleanValue(true), "UseHardDrop",
-                               BooleanValue(false), "QW", DoubleValue(1.0), "MinTh", DoubleValue(ecn_threshold),
-                               "MaxTh", DoubleValue(ecn_threshold + 1), "MeanPktSize", UintegerValue(mtu),
-                               "LinkBandwidth", rate, "LinkDelay", TimeValue(MicroSeconds(1)));
+                               BooleanValue(false), "QW", DoubleValue(red.q_w), "MinTh", DoubleValue(red.min_th),
+                               "MaxTh", DoubleValue(red.max_th), "LInterm", DoubleValue(red.l_interm), "Gentle",
+                               BooleanValue(red.gentle), "Wait", BooleanValue(red.wait), "MeanPktSize",
+                               UintegerValue(red.mean_packet_bytes), "LinkBandwidth", rate, "LinkDelay",
+                               TimeValue(MicroSeconds(1)));
         }
         else
         {
@@ -535,7 +474,6 @@ SimulationImpl::Build()
     }
 
     // Hosts: a DLCP endpoint each, and a count of what IPv4 delivers to them.
-    next_port.assign(node_of_host.size(), 10000);
     hosts.resize(node_of_host.size());
     for (uint32_t h = 0; h < node_of_host.size(); ++h)
     {
@@ -554,6 +492,21 @@ SimulationImpl::Build()
             ConnectHostPorts(h, node, ip);
         }
     }
+    std::vector<Ptr<Node>> host_nodes;
+    for (uint32_t node : node_of_host)
+    {
+        host_nodes.push_back(nodes.Get(node));
+    }
+    tcp = std::make_unique<TcpChannels>(std::move(host_nodes), host_address, [this](uint32_t msg) {
+        records[msg].end = Simulator::Now().GetSeconds();
+        auto it = tcp_waiting.find(msg);
+        if (it != tcp_waiting.end())
+        {
+            std::function<void()> cb = std::move(it->second);
+            tcp_waiting.erase(it);
+            cb();
+        }
+    });
     built = true;
 }
 
@@ -830,6 +783,12 @@ Simulation::AddMessage(uint32_t src_host, uint32_t dst_host, double start_s, uin
         throw std::invalid_argument("message endpoints must be two different hosts");
     }
     SimulationImpl* impl = m_impl.get();
+    if (meta.transport == static_cast<uint8_t>(Transport::TCP))
+    {
+        // At set-up, before any message, as a job's rendezvous (an event at time 0, after the nodes'
+        // initialisation: ns-3's traffic control cannot send before it).
+        Simulator::Schedule(Seconds(0), [impl, src_host, dst_host, tag]() { impl->tcp->Open(src_host, dst_host, tag); });
+    }
     uint32_t id = impl->NewRecord(src_host, dst_host, bytes, meta.transport, tag);
     impl->records[id].start = start_s;
     Simulator::Schedule(Seconds(start_s), [impl, id, meta]() { impl->Launch(id, meta, nullptr); });
@@ -849,6 +808,32 @@ Simulation::AddJob(const JobSpec& job)
         (job.mode == 0 && job.servers.empty()) || job.mode > 1)
     {
         throw std::invalid_argument("job: workers, servers (PS) and one entry per layer in every per-layer list");
+    }
+    SimulationImpl* impl = m_impl.get();
+    auto OpenAtStart = [impl](uint32_t a, uint32_t b, uint32_t tag) {
+        Simulator::Schedule(Seconds(0), [impl, a, b, tag]() { impl->tcp->Open(a, b, tag); });
+    };
+    if (job.transport == static_cast<uint8_t>(Transport::TCP))
+    {
+        // The job's connections at set-up, as its rendezvous makes them: each worker to each server (PS), each
+        // worker to the next on the ring.
+        for (size_t w = 0; w < job.workers.size(); ++w)
+        {
+            if (job.mode == 0)
+            {
+                for (uint32_t server : job.servers)
+                {
+                    if (server != job.workers[w])
+                    {
+                        OpenAtStart(job.workers[w], server, job.tag);
+                    }
+                }
+            }
+            else if (job.workers.size() > 1)
+            {
+                OpenAtStart(job.workers[w], job.workers[(w + 1) % job.workers.size()], job.tag);
+            }
+        }
     }
     m_impl->jobs.push_back(std::make_unique<TrainingJob>(job, m_impl.get()));
     m_impl->jobs.back()->Start();
@@ -912,7 +897,16 @@ Simulation::Switches() const
             if (Ptr<DlcpQueueDisc> d = DynamicCast<DlcpQueueDisc>(q))
             {
                 AddClassCounters(t, d->Counters(), k);
+                continue;
             }
+            // A FIFO or RED queue: one class, counted as the port model's FIFO disciplines count it
+            // (RED's drops of packets it could not mark as `dropped`, the buffer's as `overflow`).
+            uint64_t red = s.GetNDroppedPackets(RedQueueDisc::UNFORCED_DROP) +
+                           s.GetNDroppedPackets(RedQueueDisc::FORCED_DROP);
+            t.forwarded[dlcp::DEFAULT_QUEUE] += s.nTotalSentPackets;
+            t.marked[dlcp::DEFAULT_QUEUE] += s.nTotalMarkedPackets;
+            t.dropped[dlcp::DEFAULT_QUEUE] += red;
+            t.overflow[dlcp::DEFAULT_QUEUE] += s.nTotalDroppedPackets - red;
         }
     }
     for (auto* list : {&m_impl->switch_ports, &m_impl->host_ports})
@@ -949,6 +943,12 @@ Simulation::Switches() const
         }
     }
     return t;
+}
+
+uint32_t
+Simulation::TcpConnections() const
+{
+    return m_impl->tcp ? m_impl->tcp->Connections() : 0;
 }
 
 double
