@@ -100,12 +100,13 @@ class Collectives:
         self._buffers: dict[object, np.ndarray] = {}
         self._packing: dict[np.dtype, tuple[DType, int]] = {}
         self.defer_acks = False
-        """A collective returns once its receives are complete, not also its sends' acknowledgements: the caller
-        collects those with :meth:`settle` (a broadcast settles first), and must leave the tensors of the calls
-        before unchanged until then: a send may still read them for a retransmission. The DDP hook does (a
-        bucket is written again only in the next backward pass, and the hook settles before each forward
-        pass); the round trip of a bucket's last STOPs then overlaps the next bucket's exchange."""
-        self._unacked: list[Any] = []
+        """A collective returns once its receives are complete, not also its sends' acknowledgements: those are
+        collected by the next call with the same ``tag`` (or :meth:`settle`; a broadcast settles them all).
+        What such a send may still read for a retransmission is its own: a ring's all-gather sends go out
+        from copies, and a PS worker's pushes are complete once every pull has arrived (a server pulls only
+        what it completed). The round trip of a bucket's last STOPs then overlaps the next bucket's exchange
+        and the next forward pass, instead of delaying the iteration (the DDP hook sets it)."""
+        self._unacked: dict[object, list[Any]] = {}
 
     def _scratch(self, slot: object, n: int, dtype: np.dtype) -> np.ndarray:
         """A receive buffer kept between calls (fresh memory costs a page fault per 4 KiB)."""
@@ -136,16 +137,18 @@ class Collectives:
     def _priority(self, layer: int, num_layers: int, priority: int | None) -> int:
         return int(self.policy.priority_of_layers(layer, num_layers)) if priority is None else priority
 
-    def settle(self) -> None:
-        """Wait for the acknowledgements of sends an earlier collective left outstanding (:attr:`defer_acks`)."""
-        pending, self._unacked = self._unacked, []
-        for o in pending:
-            self.ep.send_wait(o)
+    def settle(self, tag: object = None) -> None:
+        """Wait for the acknowledgements of sends that earlier collectives (those with ``tag``; None: all) left
+        outstanding (:attr:`defer_acks`)."""
+        tags = list(self._unacked) if tag is None else [tag]
+        for t in tags:
+            for o in self._unacked.pop(t, ()):
+                self.ep.send_wait(o)
 
-    def _finish(self, sends: list[Any]) -> None:
+    def _finish(self, sends: list[Any], tag: object) -> None:
         """The end of a collective: wait for its sends' acknowledgements, or leave them to the next call."""
         if self.defer_acks:
-            self._unacked.extend(sends)
+            self._unacked.setdefault(tag, []).extend(sends)
             return
         for o in sends:
             self.ep.send_wait(o)
@@ -153,7 +156,7 @@ class Collectives:
     def allreduce(self, x: np.ndarray, *, mode: Mode, tag: object = 0, **kwargs: Any) -> np.ndarray:
         """:meth:`allreduce_ring` or :meth:`allreduce_ps` (with ``tag``), by ``mode``."""
         if mode == "ring":
-            return self.allreduce_ring(x, **kwargs)
+            return self.allreduce_ring(x, tag=tag, **kwargs)
         if mode == "ps":
             return self.allreduce_ps(x, tag=tag, **kwargs)
         raise ValueError(f"mode must be 'ring' or 'ps', got {mode!r}")
@@ -163,6 +166,7 @@ class Collectives:
         self,
         x: np.ndarray,
         *,
+        tag: object = 0,
         layer: int = 0,
         num_layers: int = 1,
         priority: int | None = None,
@@ -178,6 +182,7 @@ class Collectives:
         """
         flat = _flat_view(x)
         n_ranks = len(self.workers)
+        self.settle(tag)  # its all-gather copies are reused now
         self.round += 1
         self.stats.calls += 1
         if n_ranks > 1:
@@ -235,10 +240,14 @@ class Collectives:
                     chunk = part(g, idx + 1 - s)
                     if s == 0 and average:  # this rank's reduced chunk: the mean is gathered, not divided after
                         chunk /= n_ranks
+                    if self.defer_acks:  # it may be read after this call returns: from a copy of its own
+                        copy = self._scratch(("all_gather", tag, g, s), chunk.size, chunk.dtype)
+                        copy[:] = chunk
+                        chunk = copy
                     started.append(self._send_start(spec(self.rank, 1, g, s, chunk.size), chunk, nxt, prio))
             for g in range(n_seg):
                 self._wait(ag_in[g][steps - 1])
-            self._finish(started)
+            self._finish(started, tag)
         return x
 
     def _send_start(self, spec: MessageSpec, values: np.ndarray, dst: int, priority: int) -> Any:
@@ -264,6 +273,7 @@ class Collectives:
         tensor of the right size and gets the aggregate back as well.
         """
         flat = _flat_view(x)
+        self.settle(tag)
         self.round += 1
         self.stats.calls += 1
         prio = self._priority(layer, num_layers, priority)
@@ -318,7 +328,7 @@ class Collectives:
         for handle in pull_in:
             self._wait(handle)
         # A push is read for retransmissions only until its server completes it, which comes before the pull.
-        self._finish(pushes)
+        self._finish(pushes, tag)
         flat[:] = result
         self._last_pull[tag] = result
         return x

@@ -420,3 +420,37 @@ def test_no_packet_is_drop_eligible_in_a_message_whose_bound_allows_no_packet(mo
                 assert eligible == may_lose, (packets, n, drops)
     finally:
         close(eps)
+
+
+@pytest.mark.parametrize("mode", ["ring", "ps"])
+def test_deferred_acknowledgements_never_read_a_tensor_the_caller_changed(mode) -> None:
+    """With ``defer_acks`` a collective returns before its last STOPs; the caller then overwrites its tensor at
+    once (as DDP does with the next iteration's gradients) while data packets are being lost: every rank still
+    ends each round with the same sum, and ``settle`` leaves nothing outstanding."""
+    world, n = 3, 40_000
+    policy = Policy(kinds={**Policy().kinds, MessageKind.ALL_GATHER: KindPolicy(loss_bound=0.0)})
+    eps, colls = group(world, policy=policy, loss=LossSpec(rate=0.05, seed=11), servers=(0, 1, 2))
+    try:
+        rounds = [inputs(world, n, seed=s) for s in range(4)]
+
+        def rank(r):
+            colls[r].defer_acks = True
+            x = np.empty(n, dtype=np.float32)
+            out = []
+            for xs in rounds:
+                x[:] = xs[r]
+                colls[r].allreduce(x, mode=mode, tag="bucket", average=True)
+                out.append(x.copy())
+                x[:] = np.nan  # what a retransmission must never send
+            colls[r].settle()
+            return out, sum(len(v) for v in colls[r]._unacked.values())
+
+        results = run_ranks(rank, world)
+        for r in range(world):
+            assert not isinstance(results[r], BaseException), results[r]
+            assert results[r][1] == 0, "settle collected every deferred send"
+            for k in range(len(rounds)):
+                assert not np.isnan(results[r][0][k]).any()
+                np.testing.assert_array_equal(results[r][0][k], results[0][0][k])
+    finally:
+        close(eps)

@@ -86,10 +86,8 @@ class DLCPState:
             raise TypeError(f"session must be a dlcp.host.session.Session, got {type(session).__name__}")
         self.session = session
         self.collectives: Collectives = session.collectives
-        # DDP writes a bucket again only in the next backward pass: a bucket's last acknowledgements may
-        # arrive during the next bucket's exchange (Collectives.defer_acks), and the last bucket's are
-        # collected before the next forward pass (_before_forward), so no send reads a bucket DDP writes.
-        self.collectives.defer_acks = model is not None
+        # A bucket's last acknowledgements arrive during the next bucket's exchange (Collectives.defer_acks).
+        self.collectives.defer_acks = True
         self.mode: Mode = mode or session.mode
         self.average = average
         self.resync_every = resync_every
@@ -138,8 +136,6 @@ class DLCPState:
 
     # -- re-synchronisation -----------------------------------------------------------
     def _before_forward(self, module: torch.nn.Module, _inputs: Any) -> None:
-        with self._lock:
-            self.collectives.settle()
         self.iteration += 1
         if self.mode == "ps" and self.resync_every and self.iteration % self.resync_every == 0:
             self.resync(module)
