@@ -10,14 +10,15 @@ by (the port's rate over the job's data senders there, each counted by the fract
 packets that the switches' spraying puts there: :func:`dlcp.rate_control.sprayed`), less
 what the port carries beyond the paced bytes (frame headers, preamble, gap) and a 1% share
 for control packets (:func:`dlcp.rate_control.headroom`: 0.982 at 8 KiB payloads); its
-burst is ``burst_packets`` datagrams. The host paces each destination at that rate on its own (``dlcp.host.endpoint``): the rate is
-the smallest share over all its receivers' paths, so no one receiver's path gets more
-than its share, and a PS server's pulls to workers behind different ports go out side
-by side. (The host's own uplink is not a switch port: the testbed does not shape it.)
+burst is ``burst_packets`` datagrams. The host paces each destination at that rate on its
+own (``dlcp.host.endpoint``): the rate is the smallest share over all its receivers'
+paths, so no one receiver's path gets more than its share, and a PS server's pulls to
+workers behind different ports go out side by side. (The host's own uplink is not a
+switch port: the testbed does not shape it.)
 
 Unpaced, a sender lets a whole message go at once: on the testbed's 200 Mbit/s, 256 KiB
 bottleneck two workers pushing 2.4 MB each overflow the buffer many times over, and
-every overflow costs a retransmission round (docs/results.md, #14).
+every overflow costs a retransmission round (docs/results.md).
 
 Only data counts toward the share: PS pushes and pulls, ring data to the next rank (its
 acknowledgements back are a few control packets).
