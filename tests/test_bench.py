@@ -242,7 +242,11 @@ def test_verdict_states_the_best_mode_against_ddps_default_whichever_way_it_goes
     slow = {k: [None if r is None else {**r, "iter_p50_s": 2 * r["iter_p50_s"]} for r in rows]  # type: ignore[dict-item]
             for k, rows in runs.items() if k != "gloo"}  # fmt: skip
     slow["gloo"] = runs["gloo"]
-    assert verdict(slow).endswith(": mixed")  # p50 above 1, time to accuracy below
+    assert verdict(slow).endswith(": mixed (p50: slower, time to accuracy: faster)")
+    same = {**runs, "ring": [None if r is None else {**r, "iter_p50_s": g["iter_p50_s"] * 1.02,  # type: ignore[index]
+                                                     "accuracy_curve": g["accuracy_curve"]}  # type: ignore[index]
+                             for r, g in zip(runs["ring"], runs["gloo"], strict=True)]}  # fmt: skip
+    assert verdict(same).endswith(": no clear difference")  # within 3% of gloo's in every repeat
     worse = {**runs, "gloo": [{**r, "iter_p50_s": 0.1, "accuracy_curve": [[1.0, 5, 0.9]]} for r in runs["gloo"]]}  # type: ignore[dict-item]
     assert "DLCP slower" in verdict(worse)
     assert verdict({"gloo": runs["gloo"]}).startswith("verdict: none")

@@ -197,11 +197,28 @@ def spread(values: Sequence[float]) -> str:
     return f"{fmt(statistics.median(values))}x ({fmt(min(values))}..{fmt(max(values))})"
 
 
+TIE = 0.03
+"""A ratio within this of 1 calls no winner: the spread of gloo all-reduce's own p50 between repeats of the demo
+(docs/testbed.md)."""
+
+
+def leaning(values: Sequence[float]) -> str:
+    """``faster`` when DLCP's figure is below ``1 - TIE`` of gloo's in :func:`needed` of the repeats, ``slower``
+    when above ``1 + TIE`` in as many, else ``even``."""
+    need = needed(len(values))
+    if sum(v < 1 - TIE for v in values) >= need:
+        return "faster"
+    if sum(v > 1 + TIE for v in values) >= need:
+        return "slower"
+    return "even"
+
+
 def verdict(runs: Runs, loaded: str = "") -> str:
     """The demo's last line: DLCP's best full mode against DDP's default at p50, p99 and time to accuracy.
 
-    "DLCP faster" when the median ratios of p50 and of time to accuracy are both below 1, "DLCP slower"
-    when both are above, else "mixed"; ``loaded`` (why the machine's load may have skewed it) is appended.
+    The medians of the per-repeat ratios with their range, then the verdict from p50 and time to accuracy
+    (:func:`leaning`): "DLCP faster" or "DLCP slower" when both lean that way, "no clear difference" when both
+    are even, else "mixed"; ``loaded`` (why the machine's load may have skewed it) is appended.
     """
     best = best_mode(runs)
     if best is None or BASELINE not in runs:
@@ -212,8 +229,12 @@ def verdict(runs: Runs, loaded: str = "") -> str:
         return f"verdict: none (no repeat in which both DLCP {best} and gloo all-reduce completed)"
     aims = [t for t in targets(runs) if t is not None]
     aim = f"{statistics.median(aims):.2f}" if aims else "target"
-    mid = (p50.median, tta.median)
-    word = "DLCP faster" if all(v < 1 for v in mid) else "DLCP slower" if all(v > 1 for v in mid) else "mixed"
+    ways = {leaning(p50.values), leaning(tta.values)}
+    word = (
+        f"DLCP {ways.pop()}" if ways in ({"faster"}, {"slower"}) else
+        "no clear difference" if ways == {"even"} else
+        f"mixed (p50: {leaning(p50.values)}, time to accuracy: {leaning(tta.values)})"
+    )  # fmt: skip
     n = len(p50.values)
     line = (
         f"verdict: DLCP {best} vs DDP's default (gloo all-reduce), median of {n} repeat{'s' if n > 1 else ''} "
