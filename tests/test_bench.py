@@ -246,7 +246,7 @@ def test_verdict_states_the_best_mode_against_ddps_default_whichever_way_it_goes
     same = {**runs, "ring": [None if r is None else {**r, "iter_p50_s": g["iter_p50_s"] * 1.02,  # type: ignore[index]
                                                      "accuracy_curve": g["accuracy_curve"]}  # type: ignore[index]
                              for r, g in zip(runs["ring"], runs["gloo"], strict=True)]}  # fmt: skip
-    assert verdict(same).endswith(": no clear difference")  # within 3% of gloo's in every repeat
+    assert verdict(same).endswith(": no clear difference")  # within 5% of gloo's in every repeat
     worse = {**runs, "gloo": [{**r, "iter_p50_s": 0.1, "accuracy_curve": [[1.0, 5, 0.9]]} for r in runs["gloo"]]}  # type: ignore[dict-item]
     assert "DLCP slower" in verdict(worse)
     assert verdict({"gloo": runs["gloo"]}).startswith("verdict: none")
