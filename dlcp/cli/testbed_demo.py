@@ -177,10 +177,9 @@ def plot(runs: Mapping[str, Sequence[Mapping[str, Any] | None]], names: Mapping[
 
 
 def run_testbed_demo(args: argparse.Namespace) -> int:
+    from dlcp import checks
     from dlcp.cli.train_demo import _out_dir, run_training_demo
     from dlcp.host.train import check
-
-    from dlcp import checks
 
     chosen = ways(args.ways)
     checks.in_range("--repeat", args.repeat, 1, 20)
@@ -247,6 +246,6 @@ def run_testbed_demo(args: argparse.Namespace) -> int:
     sys.stdout.write(f"\nresults folder: {out}\nraw results: {out / 'demo.json'}\n")
     if picture:
         sys.stdout.write(f"plot: {picture}\n")
-    sys.stdout.write(f"dlcp testbed explain {out}  breaks each run down (where its iteration time went)\n")
+    sys.stdout.write(f"where each run's iteration time went: dlcp testbed explain {out}\n")
     sys.stdout.write(verdict(runs, load_note(runs)) + "\n")
     return 1 if turns.failures else 0
