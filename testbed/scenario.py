@@ -120,7 +120,7 @@ class Scenario:
         if self.topology == "leaf-spine" and self.alternate_leaves:
             leaves = self.hosts[: self.per_leaf], self.hosts[self.per_leaf :]
             order = [h for pair in zip(*leaves, strict=False) for h in pair]
-            order += self.hosts[len(order) :]
+            order += [h for h in self.hosts if h not in order]
             return order[: self.workers]
         return self.hosts[: self.workers]
 

@@ -136,6 +136,22 @@ def test_leaf_spine_scenario_puts_the_ring_across_the_spines_on_fabric_links_slo
     assert list(ps.servers) == ["h1"]
 
 
+@pytest.mark.parametrize(
+    ("workers", "background", "order"),
+    [(4, False, "h1 h3 h2 h4"), (4, True, "h1 h4 h2 h5"), (5, False, "h1 h4 h2 h5 h3"), (2, False, "h1 h2")],
+)
+def test_alternating_workers_take_each_host_once_and_leave_the_background_host_out(
+    workers: int, background: bool, order: str
+) -> None:
+    from dlcp.testbed.scenario import Scenario
+
+    s = Scenario(workers=workers, topology="leaf-spine", alternate_leaves=True, background_host=background)
+    assert s.worker_hosts == order.split()
+    assert Scenario(workers=workers, topology="leaf-spine", background_host=background).worker_hosts == [
+        f"h{i}" for i in range(1, workers + 1)
+    ]
+
+
 def _row(p50: float, p99: float, acc: float, curve: list[tuple[float, int, float]]) -> dict[str, object]:
     return {"iter_p50_s": p50, "iter_p99_s": p99, "test_accuracy": acc, "accuracy_curve": [list(c) for c in curve]}
 
