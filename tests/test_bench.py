@@ -246,6 +246,46 @@ def test_bench_keeps_the_other_runs_when_one_fails_and_reports_which(
     assert "does NOT hold (in 1 of 2)" in text
 
 
+def test_a_failed_run_is_recorded_with_its_rank_and_the_turns_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_scenario: the ways take turns repeat by repeat; a rank's failure marks that run missing, names the rank."""
+    from types import SimpleNamespace
+
+    from dlcp.host.train import TrainConfig
+    from dlcp.testbed import scenario as sc
+    from dlcp.testbed.jobs import WorkerFailed
+
+    class Fabric:
+        def __init__(self, spec: object) -> None:
+            pass
+
+        def __enter__(self) -> "Fabric":
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+    order = []
+
+    def run_way(tb, way, cfg, folder, traffic_s, timeout_s):  # type: ignore[no-untyped-def]
+        order.append((folder.name, traffic_s))
+        if folder.name == "2-ring":
+            raise WorkerFailed(1, "h2", 5, "boom")
+        return SimpleNamespace(as_dict=lambda: {"iter_p50_s": 0.1, "iter_p99_s": 0.2, "test_accuracy": 0.8}, seconds=1)
+
+    monkeypatch.setattr(sc, "Testbed", Fabric)
+    monkeypatch.setattr(sc.spec_mod, "load", lambda path: SimpleNamespace(name="f", fabric=SimpleNamespace(hosts={})))
+    monkeypatch.setattr(sc, "run_way", run_way)
+    quiet = sc.Scenario(name="q", traffic_load=0.0, incast=0)
+    turns = sc.run_scenario(quiet, (sc.GLOO_ALLREDUCE, sc.RING), TrainConfig(), tmp_path, repeat=3)
+    assert [name for name, _ in order] == ["1-gloo", "1-ring", "2-gloo", "2-ring", "3-gloo", "3-ring"]
+    assert {t for _, t in order} == {0.0}  # no background traffic to start in a quiet scenario
+    assert [r is None for r in turns.runs["ring"]] == [False, True, False]
+    (failure,) = turns.failures
+    assert failure["way"] == "DLCP ring" and failure["repeat"] == 2 and "rank 1 on host h2" in failure["error"]
+
+
 def test_verdict_states_the_best_mode_against_ddps_default_whichever_way_it_goes() -> None:
     from dlcp.bench.compare import verdict
     from dlcp.cli.testbed_demo import LOADED_SHARE, load_note
