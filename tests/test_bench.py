@@ -165,7 +165,7 @@ def _synthetic_runs() -> dict[str, list[dict[str, object] | None]]:
     return {
         "gloo": [_row(0.40, 1.00, 0.82, curve(10, 0.82)), _row(0.50, 1.20, 0.82, curve(12, 0.82)),
                  _row(0.40, 1.00, 0.81, curve(10, 0.81))],
-        "ring": [_row(0.30, 0.50, 0.82, curve(8, 0.82)), None, _row(0.36, 0.70, 0.80, curve(9, 0.80))],
+        "ring": [_row(0.30, 0.50, 0.82, curve(8, 0.82)), None, _row(0.34, 0.70, 0.80, curve(8.5, 0.80))],
         "ps": [_row(0.44, 0.60, 0.82, curve(11, 0.82)), _row(0.45, 0.60, 0.83, curve(11, 0.83)),
                _row(0.42, 0.55, 0.82, curve(11, 0.82))],
         "ring-off": [_row(0.35, 0.80, 0.82, curve(9, 0.82)), _row(0.35, 0.80, 0.82, curve(9, 0.82)),
@@ -178,7 +178,7 @@ def test_ratios_are_computed_within_repeats_that_have_both_sides_and_name_the_mi
     from dlcp.bench.compare import best_mode, missing_runs, ratios, time_to
 
     runs = _synthetic_runs()
-    assert best_mode(runs) == "ring"  # median p50 0.33 s against ps's 0.44 s
+    assert best_mode(runs) == "ring"  # median p50 0.32 s against ps's 0.44 s
     got = {r.name: r for r in ratios("incast", runs)}
     ring = got["p99_dlcp_ring_vs_gloo_allreduce"]
     assert ring.values == pytest.approx((0.5, 0.7)) and ring.used == (0, 2) and ring.missing == (1,)
@@ -189,7 +189,7 @@ def test_ratios_are_computed_within_repeats_that_have_both_sides_and_name_the_mi
     assert got["p99_dlcp_ps_vs_off"].values == pytest.approx((0.3, 0.3, 0.275))
     # Time to 90% of the repeat's best final accuracy (0.74 in repeats 1 and 3: 0.9 x 0.82): the curve's 0.75.
     assert time_to(runs["gloo"][0]["accuracy_curve"], 0.74) == 10  # type: ignore[index,arg-type]
-    assert got["tta_dlcp_ring_vs_gloo_allreduce"].values == pytest.approx((0.8, 0.9))
+    assert got["tta_dlcp_ring_vs_gloo_allreduce"].values == pytest.approx((0.8, 0.85))
     assert got["tta_dlcp_ps_vs_gloo_allreduce"].values == pytest.approx((1.1, 11 / 12, 1.1))
     assert "p99_dlcp_ps_vs_ps_over_gloo_tcp" not in got  # the extra row did not run
     assert missing_runs(runs, {"ring": "DLCP ring"}) == ["repeat 2 of DLCP ring"]
@@ -236,9 +236,9 @@ def test_bench_keeps_the_other_runs_when_one_fails_and_reports_which(
     p99 = by["incast", "p99_dlcp_best_vs_gloo_allreduce"]
     assert p99["repeats"] == [1, 3] and p99["missing_repeats"] == [2]
     assert p99["holds"] is False and p99["held_in"] == 1  # 0.5 and 0.7: at most 0.6 in 1 of the 2
-    assert by["incast", "p50_dlcp_best_vs_gloo_allreduce"]["holds"] is True  # 0.75 and 0.9
+    assert by["incast", "p50_dlcp_best_vs_gloo_allreduce"]["holds"] is True  # 0.75 and 0.85
     assert by["incast", "p99_dlcp_ring_vs_off"]["holds"] is False  # 0.625 and 1.17: 1 of 2
-    assert by["leaf-spine", "p50_dlcp_best_vs_gloo_allreduce"]["held_in"] == 1  # 0.75 and 0.9: at most 0.75
+    assert by["leaf-spine", "p50_dlcp_best_vs_gloo_allreduce"]["held_in"] == 1  # 0.75 and 0.85: at most 0.75
     text = render_bench(report)
     assert (
         "missing: repeat 2 of DLCP ring" in text and "FAILED: incast repeat 2 of DLCP ring: rank 1 on host h2" in text
@@ -293,8 +293,8 @@ def test_verdict_states_the_best_mode_against_ddps_default_whichever_way_it_goes
     runs = _synthetic_runs()
     line = verdict(runs)
     assert line.startswith("verdict: DLCP ring vs DDP's default (gloo all-reduce), median of 2 repeats")
-    assert "p50 0.82x (0.75..0.90)" in line and "p99 0.60x (0.50..0.70)" in line
-    assert "time to 0.74 accuracy 0.85x (0.80..0.90)" in line and line.endswith("DLCP faster")
+    assert "p50 0.80x (0.75..0.85)" in line and "p99 0.60x (0.50..0.70)" in line
+    assert "time to 0.74 accuracy 0.82x (0.80..0.85)" in line and line.endswith("DLCP faster")
     slow = {k: [None if r is None else {**r, "iter_p50_s": 2 * r["iter_p50_s"]} for r in rows]  # type: ignore[dict-item]
             for k, rows in runs.items() if k != "gloo"}  # fmt: skip
     slow["gloo"] = runs["gloo"]
@@ -302,7 +302,7 @@ def test_verdict_states_the_best_mode_against_ddps_default_whichever_way_it_goes
     same = {**runs, "ring": [None if r is None else {**r, "iter_p50_s": g["iter_p50_s"] * 1.02,  # type: ignore[index]
                                                      "accuracy_curve": g["accuracy_curve"]}  # type: ignore[index]
                              for r, g in zip(runs["ring"], runs["gloo"], strict=True)]}  # fmt: skip
-    assert verdict(same).endswith(": no clear difference")  # within 5% of gloo's in every repeat
+    assert verdict(same).endswith(": no clear difference")  # within 10% of gloo's in every repeat
     worse = {**runs, "gloo": [{**r, "iter_p50_s": 0.1, "accuracy_curve": [[1.0, 5, 0.9]]} for r in runs["gloo"]]}  # type: ignore[dict-item]
     assert "DLCP slower" in verdict(worse)
     assert verdict({"gloo": runs["gloo"]}).startswith("verdict: none")

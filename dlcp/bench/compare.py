@@ -197,9 +197,10 @@ def spread(values: Sequence[float]) -> str:
     return f"{fmt(statistics.median(values))}x ({fmt(min(values))}..{fmt(max(values))})"
 
 
-TIE = 0.05
-"""A ratio within this of 1 calls no winner: what the median of the demo's per-repeat ratios (p50, time to
-accuracy) moved between two ``make demo`` runs on one machine, with room to spare (docs/testbed.md)."""
+TIE = 0.10
+"""A ratio within this of 1 calls no winner: in three ``make demo`` runs on one 2-core machine the per-repeat
+ratios of DLCP ring to gloo all-reduce spread 0.98..1.05 at p50 and 0.77..1.06 in time to accuracy, and their
+medians moved by up to 0.07 between runs (docs/testbed.md)."""
 
 
 def leaning(values: Sequence[float]) -> str:
