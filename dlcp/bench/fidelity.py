@@ -29,11 +29,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from dlcp.bench.testbed import GLOO, PS_ON
 from dlcp.host.train import TrainConfig, param_count
 from dlcp.protocol import HEADER_SIZE
+from dlcp.testbed.scenario import Way
 from dlcp.units import parse_rate, parse_size
 
+GLOO = Way("gloo/TCP ps", "gloo", "ps")
+"""A parameter server over gloo's point-to-point TCP: the same traffic pattern as DLCP's PS, which the simulator's
+TCP job reproduces (its name keys the saved testbed runs)."""
+PS_ON = Way("DLCP ps", "dlcp", "ps")
 WAYS = (GLOO, PS_ON)
 SIM_WAYS = {GLOO.name: ("tcp", "ring"), PS_ON.name: ("dlcp", "ps")}
 """Testbed way -> (simulator baseline, job type)."""

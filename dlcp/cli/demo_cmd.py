@@ -44,7 +44,7 @@ class _Given(argparse.Action):
 
 _TRAINING_ONLY = ("--workers", "--model", "--epochs", "--samples", "--inject-loss", "--out")
 _CORE_ONLY = ("--layers", "--elems", "--congestion-loss")
-_TESTBED_ONLY = ("--fabric", "--ways", "--switch")
+_TESTBED_ONLY = ("--fabric", "--ways", "--switch", "--repeat")
 
 
 def _check_mode(args: argparse.Namespace) -> None:
@@ -76,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--testbed",
         action="store_true",
         help="train on an emulated cluster (network namespaces, DLCP switches, incast; needs root): "
-        "gloo vs DLCP with the switch features off vs full DLCP, in PS and ring mode",
+        "DDP's default (gloo all-reduce) vs full DLCP ring and PS (--ways), taking turns --repeat times",
     )
     train = p.add_argument_group("training (without --core)")
     train.add_argument("--workers", type=int, default=2, action=_Given, help="worker processes")
@@ -97,9 +97,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="DLCP's software switch, or BMv2 simple_switch_grpc where installed (about 5k packets/s: slow)",
     )  # fmt: skip
     tb.add_argument(
-        "--ways", default="gloo,ps-off,ps,ring-off,ring", action=_Given,
-        help="which runs, in order (comma-separated): gloo (gloo/TCP), ps and ring (full DLCP), "
-        "ps-off and ring-off (DLCP with the switch features off)",
+        "--ways", default="gloo,ring,ps", action=_Given,
+        help="which runs, in order (comma-separated): gloo (DDP's default: gloo all-reduce, the baseline), ring and "
+        "ps (full DLCP), ring-off and ps-off (DLCP with the switch features off), gloo-ps (a PS over gloo's TCP)",
+    )  # fmt: skip
+    tb.add_argument(
+        "--repeat", type=int, default=3, action=_Given,
+        help="turns of every way (the table and the verdict give medians over them)",
     )  # fmt: skip
     core = p.add_argument_group("core (with --core)")
     core.add_argument("--layers", type=int, default=8, action=_Given, help="layers of the synthetic model")

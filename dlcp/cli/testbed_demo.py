@@ -1,12 +1,14 @@
-"""``dlcp demo --testbed``: one training job, in PS and ring mode, three ways, on an emulated cluster under incast.
+"""``dlcp demo --testbed``: one training job run several ways on an emulated cluster under incast.
 
 The fabric (:class:`dlcp.testbed.scenario.Scenario`): a star of DLCP software
 switches, the parameter server's link the bottleneck, background web-search
-flows and incast toward the server. The ways: gloo over TCP; DLCP with the
-switch features off (its packets are plain UDP to the switches: one queue, no
-selective drop or trimming, 5-tuple ECMP); full DLCP. Output: a side-by-side
-table, a plot of iteration times and accuracy over time, the raw JSON, all in
-the results folder it names.
+flows and incast toward the server. The ways (``--ways``): DDP's default, gloo's
+all-reduce over TCP (the baseline); full DLCP ring and PS; DLCP with the switch
+features off (its packets are plain UDP to the switches: one queue, no selective
+drop or trimming, 5-tuple ECMP). They take turns ``--repeat`` times. Output: a
+side-by-side table of medians over the repeats, a plot of iteration times and
+accuracy over time, the raw JSON, all in the results folder it names, and a last
+line with the verdict: DLCP's best full mode against DDP's default.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import argparse
 import json
 import logging
 import os
+import statistics
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,28 +50,68 @@ def train_config(args: argparse.Namespace) -> Any:
     )  # fmt: skip
 
 
-def time_to(curve: list[list[float]], target: float) -> float | None:
-    for t, _it, acc in curve:
-        if acc >= target:
-            return float(t)
-    return None
+LOADED_SHARE = 0.25
+"""The machine counts as loaded when processes other than the demo's took more than this share of its CPU
+(all cores; half a core of two), the median over the demo's runs."""
 
 
-def table(rows: list[dict[str, Any]], target: float) -> str:
+def load_note(runs: Mapping[str, Sequence[Mapping[str, Any] | None]]) -> str:
+    """Why the ratios may be skewed by other work on the machine, or ''."""
+    shares = [
+        r["cpu"]["other_share"] for rows in runs.values() for r in rows if r and "other_share" in r.get("cpu", {})
+    ]
+    if not shares or statistics.median(shares) <= LOADED_SHARE:
+        return ""
+    return (
+        f"the machine was loaded: processes other than the demo's took {statistics.median(shares):.0%} of its CPU "
+        f"during the runs (median; max {max(shares):.0%}), so these ratios may be skewed"
+    )
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def table(runs: Mapping[str, Sequence[Mapping[str, Any] | None]], names: Mapping[str, str]) -> str:
+    """One line per way: medians over the repeats (p50 and p99 with their min..max)."""
+    from dlcp.bench.compare import targets, time_to
+
+    aims = targets(runs)
+    valid = [t for t in aims if t is not None]
+    aim = f"{statistics.median(valid):.2f}" if valid else "?"
     head = (
-        f"{'run':<22}{'iter p50 ms':>12}{'iter p99 ms':>12}{f't->{target:.2f} s':>11}{'final acc':>10}"
-        f"{'loss accepted by class':>36}{'drops':>8}{'trims':>8}"
+        f"{'run':<40}{'iter p50 ms':>20}{'iter p99 ms':>20}{f't->{aim} s':>10}{'final acc':>10}"
+        f"{'loss accepted by class':>36}{'drops':>8}{'trims':>8}{'other cpu':>10}"
     )
     lines = [head, "-" * len(head)]
-    for r in rows:
-        ttt = time_to(r.get("accuracy_curve", []), target)
-        by_class = r.get("loss_fraction_by_class")
-        loss = " ".join(f"c{k}:{float(v) * 100:.2f}%" for k, v in sorted(by_class.items())) if by_class else "-"
-        sw = r["switches"]
+
+    def cell(values: list[float]) -> str:
+        return f"{statistics.median(values):.1f} ({min(values):.0f}..{max(values):.0f})" if values else "-"
+
+    for key, rows in runs.items():
+        name = names.get(key, key) + (" (baseline)" if key == "gloo" else "")
+        done = [(r, row) for r, row in enumerate(rows) if row is not None]
+        failed = len(rows) - len(done)
+        if not done:
+            lines.append(f"{name:<40}  every run failed")
+            continue
+        p50 = [row["iter_p50_s"] * 1e3 for _, row in done]
+        p99 = [row["iter_p99_s"] * 1e3 for _, row in done]
+        tta = [time_to(row.get("accuracy_curve", []), aims[r] or 0.0) for r, row in done]
+        reached = [t for t in tta if t is not None]
+        ttt = "never" if not reached else f"{statistics.median(reached):.1f}"
+        acc = statistics.median(row["test_accuracy"] for _, row in done)
+        by_class: dict[str, list[float]] = {}
+        for _, row in done:
+            for k, v in (row.get("loss_fraction_by_class") or {}).items():
+                by_class.setdefault(k, []).append(float(v))
+        loss = " ".join(f"c{k}:{statistics.median(v) * 100:.2f}%" for k, v in sorted(by_class.items())) or "-"
+        drops = statistics.median(row["switches"].get("dropped", 0) for _, row in done)
+        trims = statistics.median(row["switches"].get("trimmed", 0) for _, row in done)
+        other = _median([row["cpu"]["other_share"] for _, row in done if "other_share" in row.get("cpu", {})])
         lines.append(
-            f"{r['name']:<22}{r['iter_p50_s'] * 1e3:>12.1f}{r['iter_p99_s'] * 1e3:>12.1f}"
-            f"{'never' if ttt is None else f'{ttt:.1f}':>11}{r['test_accuracy']:>10.4f}{loss:>36}"
-            f"{sw.get('dropped', 0):>8}{sw.get('trimmed', 0):>8}"
+            f"{name:<40}{cell(p50):>20}{cell(p99):>20}{ttt:>10}{acc:>10.4f}{loss:>36}{drops:>8.0f}{trims:>8.0f}"
+            f"{'-' if other is None else f'{other:.0%}':>10}" + (f"  ({failed} failed)" if failed else "")
         )
     return "\n".join(lines)
 
@@ -85,26 +129,46 @@ def ways(text: str) -> tuple[Any, ...]:
     return tuple(by_key[k] for k in keys)
 
 
-def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path | None:
+def plot(runs: Mapping[str, Sequence[Mapping[str, Any] | None]], names: Mapping[str, str], path: Path,
+         title: str) -> Path | None:  # fmt: skip
+    """Iteration-time CDFs of every repeat's iterations pooled per way, with each way's median p50 marked, and
+    the accuracy curves of every repeat; the baseline is drawn black and named so."""
     plt = pyplot()
     if plt is None:
         return None
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for r in rows:
-        skipped = set(r.get("iter_skipped", []))
-        t = sorted(x * 1e3 for i, x in enumerate(r["iter_times_s"]) if i not in skipped)
-        ax1.plot(t, [(i + 1) / len(t) for i in range(len(t))], label=r["name"])
-        curve = r.get("accuracy_curve", [])
-        if curve:
-            ax2.plot([c[0] for c in curve], [c[2] for c in curve], marker=".", label=r["name"])
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
+    for i, (key, rows) in enumerate(runs.items()):
+        done = [r for r in rows if r is not None]
+        if not done:
+            continue
+        label = f"{names.get(key, key)}{' (baseline)' if key == 'gloo' else ''}"
+        if key == "gloo":
+            label = "gloo all-reduce (DDP default, baseline)"
+        colour = "black" if key == "gloo" else f"C{i}"
+        pooled = []
+        for r in done:
+            skipped = set(r.get("iter_skipped", []))
+            pooled += [x * 1e3 for j, x in enumerate(r["iter_times_s"]) if j not in skipped]
+        pooled.sort()
+        p50 = statistics.median(r["iter_p50_s"] * 1e3 for r in done)
+        width = 2.5 if key == "gloo" else 1.5
+        ax1.plot(pooled, [(j + 1) / len(pooled) for j in range(len(pooled))], color=colour, lw=width,
+                 label=f"{label}: median p50 {p50:.0f} ms")  # fmt: skip
+        ax1.axvline(p50, color=colour, ls=":", lw=1)
+        for n, r in enumerate(done):
+            curve = r.get("accuracy_curve", [])
+            if curve:
+                ax2.plot([c[0] for c in curve], [c[2] for c in curve], color=colour, lw=width, alpha=0.8,
+                         marker=".", label=label if n == 0 else None)  # fmt: skip
     ax1.set_xscale("log")
-    ax1.set_xlabel("iteration time (ms, slowest worker)")
+    ax1.set_xlabel("iteration time (ms, slowest worker; every repeat's iterations pooled)")
     ax1.set_ylabel("CDF")
     ax1.grid(alpha=0.3)
     ax1.legend(fontsize=8)
     ax2.set_xlabel("training time (s)")
-    ax2.set_ylabel("test accuracy (rank 0)")
+    ax2.set_ylabel("test accuracy (rank 0; one curve per repeat)")
     ax2.grid(alpha=0.3)
+    ax2.legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -113,10 +177,12 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path | None:
 
 
 def run_testbed_demo(args: argparse.Namespace) -> int:
+    from dlcp import checks
     from dlcp.cli.train_demo import _out_dir, run_training_demo
     from dlcp.host.train import check
 
     chosen = ways(args.ways)
+    checks.in_range("--repeat", args.repeat, 1, 20)
     why = namespaces_unavailable()
     if why:
         sys.stderr.write(f"demo: cannot build the testbed: {why}; running the loopback demo instead\n")
@@ -126,7 +192,8 @@ def run_testbed_demo(args: argparse.Namespace) -> int:
 
         sys.stderr.write("demo: not root: running in a user and network namespace of its own\n")
         userns.reexec(args.raw_argv)
-    from dlcp.testbed.jobs import WorkerFailed, new_folder
+    from dlcp.bench.compare import missing_runs, verdict
+    from dlcp.testbed.jobs import new_folder
     from dlcp.testbed.lifecycle import TestbedError
     from dlcp.testbed.scenario import Scenario, run_scenario
 
@@ -149,26 +216,36 @@ def run_testbed_demo(args: argparse.Namespace) -> int:
         loss_bound=args.loss_bound,
     )
     try:
-        results = run_scenario(scenario, chosen, cfg, out, traffic_s=300.0, progress=say)
-    except (TestbedError, WorkerFailed) as exc:
+        turns = run_scenario(scenario, chosen, cfg, out, repeat=args.repeat, traffic_s=300.0, progress=say)
+    except TestbedError as exc:
         sys.stderr.write(f"demo: error: {exc}\n")
         return 1
-    rows = [r.as_dict() for r in results]
-    (out / "demo.json").write_text(json.dumps(rows, indent=1))
-    target = round(0.9 * max(r["test_accuracy"] for r in rows), 2)
+    runs, names = turns.runs, turns.names
+    (out / "demo.json").write_text(
+        json.dumps({"repeat": args.repeat, "runs": runs, "failed": turns.failures}, indent=1)
+    )
     shape = "a star" if scenario.topology == "star" else "a 2-leaf, 2-spine fabric"
-    title = f"DLCP on the testbed: {shape} with a {scenario.bottleneck_rate} bottleneck to the PS, under incast"
-    picture = plot(rows, out / "testbed.png", title)
-    sys.stdout.write("\n" + table(rows, target) + "\n")
+    title = (
+        f"DLCP on the testbed: {shape} with a {scenario.bottleneck_rate} bottleneck to the PS, under incast "
+        f"({args.repeat} repeat{'s' if args.repeat > 1 else ''})"
+    )
+    picture = plot(runs, names, out / "testbed.png", title)
+    sys.stdout.write("\n" + table(runs, names) + "\n")
     sys.stdout.write(
         f"\nfabric: {scenario.topology}, {args.workers} training hosts (h1 the parameter server) and one background "
         f"host; h1's link {scenario.bottleneck_rate}, {scenario.bottleneck_buffer} buffer; background "
         f"{scenario.cdf} flows at {scenario.traffic_load:g} load and incast of {scenario.incast} senders toward h1.\n"
-        "iteration times: the slowest worker's; drops and trims: every switch port during the run; "
-        f"t->{target:.2f}: seconds of training until rank 0's test accuracy reached {target:.2f} "
-        "(90% of the best final accuracy).\n"
+        f"{args.repeat} repeat{'s' if args.repeat > 1 else ''}, the ways taking turns; each figure is the median over "
+        "the repeats (p50 and p99 with their min..max). Iteration times: the slowest worker's; drops and trims: "
+        "every switch port during a run; t->: seconds of training until rank 0's test accuracy reached 90% of the "
+        "best final accuracy of that repeat; other cpu: the share of the machine's CPU that processes other than "
+        "the demo's took during a run.\n"
     )
+    for m in missing_runs(runs, names):
+        sys.stdout.write(f"missing: {m} (a rank failed; see demo.json)\n")
     sys.stdout.write(f"\nresults folder: {out}\nraw results: {out / 'demo.json'}\n")
     if picture:
         sys.stdout.write(f"plot: {picture}\n")
-    return 0
+    sys.stdout.write(f"where each run's iteration time went: dlcp testbed explain {out}\n")
+    sys.stdout.write(verdict(runs, load_note(runs)) + "\n")
+    return 1 if turns.failures else 0

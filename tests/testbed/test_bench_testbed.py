@@ -1,0 +1,40 @@
+"""``dlcp testbed bench``, shortened: one scenario, one repeat, few samples; the five ways and the report."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from testbed_support import dlcp
+
+
+@pytest.mark.root
+def test_bench_runs_the_five_ways_and_reports_ratios_against_gloo_allreduce(tmp_path: Path) -> None:
+    r = dlcp("testbed", "bench", "--repeat", "1", "--scenario", "loss", "--samples", "384", "--model", "mlp",
+             "--eval-every", "2", "--out", str(tmp_path), timeout=500)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    match = re.search(r"^raw: (\S+)/bench\.json", r.stdout, re.M)
+    assert match, r.stdout
+    report = json.loads((Path(match.group(1)) / "bench.json").read_text())
+    assert report["failed"] == [] and report["config"]["eval_every"] == 2
+    runs = report["runs"]["loss"]
+    assert list(runs) == [
+        "gloo all-reduce (DDP default)", "DLCP ring", "DLCP ps", "DLCP ring, switch off", "DLCP ps, switch off",
+    ]  # fmt: skip
+    for rows in runs.values():
+        (row,) = rows
+        assert row["iter_p50_s"] > 0 and len(row["accuracy_curve"]) >= 2  # the curve time to accuracy is read from
+    by = {x["name"]: x for x in report["ratios"]}
+    gloo, ring = runs["gloo all-reduce (DDP default)"][0], runs["DLCP ring"][0]
+    assert by["p99_dlcp_ring_vs_gloo_allreduce"]["values"] == pytest.approx([ring["iter_p99_s"] / gloo["iter_p99_s"]])
+    best = report["scenarios"]["loss"]["best_mode"]
+    assert best in ("ring", "ps")
+    assert by["p50_dlcp_best_vs_gloo_allreduce"]["values"] == by[f"p50_dlcp_{best}_vs_gloo_allreduce"]["values"]
+    assert by["p99_dlcp_best_vs_gloo_allreduce"]["goal"] == "at most 0.50"
+    assert by["p99_dlcp_best_vs_gloo_allreduce"]["measured_in"] == 1
+    assert "p99_dlcp_ring_vs_off" in by and "p99_dlcp_ps_vs_off" in by
+    assert "loss: star, workers h1, h2, h3 (rank order)" in r.stdout
+    assert re.search(r"^p99_dlcp_best_vs_gloo_allreduce .* at most 0\.50: (holds|does NOT hold) \(in [01] of 1\)$",
+                     r.stdout, re.M), r.stdout  # fmt: skip
