@@ -110,7 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="DLCP vs DDP's default (gloo all-reduce) on the testbed: incast, loss, leaf-spine",
         description="Every scenario runs gloo all-reduce (DDP's default: the baseline), full DLCP ring and PS, and "
         "DLCP ring and PS with the switch features off, taking turns --repeat times. Scenarios: incast (a star, "
-        "web-search flows and incast toward h1's 200 Mbit/s link), loss (1%% random loss on h1's 1 Gbit/s link), "
+        "web-search flows and incast toward h1's 200 Mbit/s link), loss (1% random loss on h1's 1 Gbit/s link), "
         "leaf-spine (2 leaves, 2 spines, 200 Mbit/s leaf-spine links, 4 workers alternating between the leaves), "
         "loss-200mbit (only when named). Each ratio is computed within a repeat and reported as median and range "
         "over the repeats that have both sides; a goal holds when it holds in 2 of 3 repeats. A run in which a "
