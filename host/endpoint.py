@@ -23,6 +23,7 @@ See ``docs/transport.md``.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import math
@@ -94,6 +95,7 @@ class _Out:
     __slots__ = (
         "drop_classes",
         "dst",
+        "failed",
         "fed_back",
         "graded",
         "passed",
@@ -131,6 +133,7 @@ class _Out:
         self.deadline = math.inf  # no probe before the first pass is over (send_start sets it then)
         self.retx = _NO_SEQS  # retransmissions the waiting sender thread still owes, paced (see _on_bitmap)
         self.slept = 0.0  # the pacer's sleep total when the first pass began (the timeline's pacing stall)
+        self.failed: PeerTimeoutError | None = None  # its receiver went silent while no thread waited on it
 
 
 class RecvHandle:
@@ -193,6 +196,7 @@ class Endpoint:
         self.send_stats = SendStats()
         self.timeline: Timeline | None = None
         """Where this endpoint records its events (:mod:`dlcp.host.timeline`), if anywhere."""
+        self._waiting = 0  # threads in wait or send_wait: while none is, the receive thread serves the sends
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._handles: dict[MessageKey, RecvHandle] = {}
@@ -301,7 +305,7 @@ class Endpoint:
         return self._wait(handle, timeout)
 
     def _wait(self, handle: RecvHandle, timeout: float) -> Message:
-        with self._cond:
+        with self._cond, self._watching():
             while not handle.event.is_set():
                 self._serve_sends()
                 if handle.event.is_set():
@@ -429,9 +433,11 @@ class Endpoint:
 
     def send_wait(self, out: _Out) -> None:
         """Block until the receiver has ``out`` within its bound (STOP)."""
-        with self._cond:
+        with self._cond, self._watching():
             try:
                 while not out.stopped:
+                    if out.failed is not None:
+                        raise out.failed
                     self._serve_sends()
                     if not out.stopped:
                         now = time.monotonic()
@@ -439,6 +445,46 @@ class Endpoint:
             finally:
                 self._out.pop(out.spec.key, None)
                 self._out_generation += 1
+
+    @contextlib.contextmanager
+    def _watching(self) -> Iterator[None]:
+        """A thread waits on this endpoint (lock held): it serves the started sends (:meth:`_serve_sends`)."""
+        self._waiting += 1
+        try:
+            yield
+        finally:
+            self._waiting -= 1
+
+    def _serve_unwatched(self) -> None:
+        """The receive thread's part while no thread waits on the endpoint: probe the started sends whose
+        receivers went quiet, and send the retransmissions they are owed.
+
+        A collective with deferred acknowledgements (``Collectives.defer_acks``) returns while its last sends
+        may still need a probe or a retransmission round; its thread may then block elsewhere for long (DDP
+        rebuilding its buckets over gloo, an evaluation, a checkpoint), and a peer waiting for those packets
+        would time out. Retransmissions go out at once, charged to the pacer (this thread never sleeps); a
+        receiver silent past ``peer_timeout_s`` fails the send, which the next wait on it raises.
+        """
+        with self._lock:
+            if self._waiting or not self._out:
+                return
+            now = time.monotonic()
+            for out in list(self._out.values()):
+                if out.stopped or not out.passed or out.failed is not None:
+                    continue
+                owed = out.retx.size > 0
+                if owed:
+                    missing, out.retx = out.retx, _NO_SEQS
+                    self._retransmit(out, missing, from_rx=True)
+                elif now < out.deadline:
+                    continue
+                elif now - out.last_reply > self.cfg.peer_timeout_s:
+                    out.failed = self._timeout_error(out.dst, f"sending {out.spec.key}")
+                    self._cond.notify_all()
+                    continue
+                self._probe(out)
+                out.rto = self.initial_rto_s if owed else min(out.rto * 2, self.max_rto_s)
+                out.deadline = time.monotonic() + out.rto
 
     def _next_deadline(self, now: float) -> float:
         """When the next started send still waiting for its STOP must probe (lock held).
@@ -749,6 +795,7 @@ class Endpoint:
                     self._rx_fast(self._fast)
                 else:
                     self._rx_numpy(self._ring)  # type: ignore[arg-type]
+                self._serve_unwatched()
         except BaseException as exc:  # surfaced to the caller by _check_rx
             if not self._stop.is_set():
                 log.exception("DLCP receive thread failed")

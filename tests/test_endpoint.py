@@ -21,6 +21,7 @@ from dlcp.drops import DropReason
 from dlcp.host.endpoint import Endpoint, free_port
 from dlcp.host.errors import PeerTimeoutError
 from dlcp.host.local import local_endpoints
+from dlcp.host.loss import LossSpec
 from dlcp.host.pacing import PacingConfig
 from dlcp.limits import Limits
 from dlcp.message import MessageKey, MessageSpec
@@ -606,3 +607,42 @@ def test_loss_reported_by_one_rank_slows_only_the_sends_to_it() -> None:
         ep.close()
         for p in peers:
             p.close()
+
+
+def test_a_send_nobody_waits_on_is_served_by_the_receive_thread() -> None:
+    """A collective with deferred acknowledgements returns while its last send may still need probes and
+    retransmission rounds, and its thread may then block elsewhere (DDP's bucket rebuild over gloo): the
+    receive thread probes and retransmits for it, so the receiver completes well within its timeout."""
+    transport = TransportConfig(port=0, payload_bytes=1024, peer_timeout_s=3.0)
+    # Paced in small calls: a BITMAP's retransmissions beyond one call are owed to a waiting thread.
+    pacing = PacingConfig(max_rate=50e6, min_rate=1e6, burst=4_000, max_call=4_000)
+    eps = local_endpoints(2, token=TOKEN, transport=transport, pacing=pacing, loss=LossSpec(rate=0.3, seed=5))
+    try:
+        spec = _spec(1, 200 * 256)  # all-gather: bound 0, every lost packet is retransmitted
+        values = np.arange(spec.num_elems, dtype=np.float32)
+        got = np.zeros_like(values)
+        handle = eps[1].post_recv(spec, got)
+        out = eps[0].send_start(spec, values, 1, priority=3)  # and then nobody on rank 0 waits
+        t0 = time.monotonic()
+        eps[1].wait(handle)
+        assert time.monotonic() - t0 < 1.5, "served at the retransmission timeouts, not at the peer timeout"
+        np.testing.assert_array_equal(got, values)
+        assert eps[0].send_stats.retransmitted > 0
+        eps[0].send_wait(out)
+    finally:
+        _close(eps)
+
+
+def test_a_send_whose_receiver_vanished_fails_at_its_next_wait() -> None:
+    transport = TransportConfig(port=0, payload_bytes=1024, peer_timeout_s=0.5)
+    eps = local_endpoints(2, token=TOKEN, transport=transport)
+    try:
+        eps[1].close()
+        spec = _spec(2, 64 * 256)
+        out = eps[0].send_start(spec, np.ones(spec.num_elems, np.float32), 1, priority=3)
+        time.sleep(1.0)  # nobody waits: the receive thread probes, then gives the send up
+        assert out.failed is not None
+        with pytest.raises(PeerTimeoutError, match="rank 1"):
+            eps[0].send_wait(out)
+    finally:
+        _close(eps)
