@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -86,7 +87,10 @@ def _cycle(ns: Namespace, folder: Path, device_id: int) -> tuple[int | None, str
     code = proc.returncode
     if code == 0 and path.exists():
         return 1, "exited 0 but left its statistics socket"
-    return code, text.splitlines()[-1][:200] if text else ""
+    last = text.splitlines()[-1] if text else ""
+    # one line per kind of failure: without glog's date, time and thread id, and without addresses
+    last = re.sub(r"0x[0-9a-f]+", "0x...", re.sub(r"^[IWEF]\d{4} [\d:.]+\s+\d+ ", "", last))
+    return code, last[:200]
 
 
 def run(cycles: int, load: int, max_seconds: float, progress: bool) -> dict[str, Any]:
