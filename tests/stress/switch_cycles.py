@@ -60,8 +60,9 @@ def _cycle(ns: Namespace, folder: Path, device_id: int) -> tuple[int | None, str
     argv = [sys.executable, "-m", "dlcp.cli.main", "switch", "run", "--port", "1=dlcpS1", "--grpc", "127.0.0.1:0"]
     argv += ["--device-id", str(device_id), "--stats-dir", str(folder)]
     path = stats.socket_path(folder, device_id)
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}  # SIGABRT to a hung switch prints every thread's stack
     with tempfile.TemporaryFile() as out:
-        proc = ns.popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=folder)
+        proc = ns.popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=folder, env=env)
         try:
             deadline = time.monotonic() + START_TIMEOUT_S
             while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -75,8 +76,15 @@ def _cycle(ns: Namespace, folder: Path, device_id: int) -> tuple[int | None, str
                 try:
                     proc.wait(timeout=STOP_TIMEOUT_S)
                 except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                    proc.send_signal(signal.SIGABRT)
+                    try:
+                        proc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+                    out.seek(0)
+                    stacks = "\n".join(out.read().decode(errors="replace").strip().splitlines()[-60:])
+                    sys.stderr.write(f"a switch did not stop on SIGTERM; its threads:\n{stacks}\n")
                     return None, "did not stop on SIGTERM"
         finally:
             if proc.poll() is None:
