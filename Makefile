@@ -152,3 +152,24 @@ $(P4SH_STAMP):
 	touch $@
 
 venv-p4rt-shell: $(P4SH_STAMP)
+
+# make test-stress (not part of make test): the timing-sensitive tests beside a CPU load, then the
+# switch started and stopped many times under the same load. The tests are tests/switch (the data-plane
+# thread against real veths, the switch process, its rates and thresholds), tests/testbed (processes in
+# namespaces, fabrics, jobs) and tests/p4rt (the P4Runtime server and its threads); the load is one busy
+# loop per core at normal priority, started by tests/stress/cpu_load.py and killed by it, by pid, when the
+# tests end. tests/stress/switch_cycles.py then runs STRESS_CYCLES start/stop cycles of
+# `dlcp switch run --grpc` beside a P4Runtime server and client and the same load, and fails if any switch
+# died. Most of it needs root. On a shared machine run the two parts one at a time:
+# make test-stress-suite, make test-stress-cycles (each about 10 minutes on 2 cores).
+STRESS_TESTS  ?= tests/switch tests/testbed tests/p4rt
+STRESS_CYCLES ?= 1000
+
+.PHONY: test-stress test-stress-suite test-stress-cycles
+test-stress: test-stress-suite test-stress-cycles
+
+test-stress-suite: venv fastpath
+	DLCP_REQUIRE_FASTPATH=1 $(PY) tests/stress/cpu_load.py --max-seconds 1800 -- $(VENV)/bin/pytest -q $(STRESS_TESTS)
+
+test-stress-cycles: venv
+	cd tests/stress && ../../$(PY) switch_cycles.py --cycles $(STRESS_CYCLES) --max-seconds 1800

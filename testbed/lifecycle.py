@@ -41,7 +41,7 @@ from pyroute2 import netns
 
 from dlcp.p4 import build, tools
 from dlcp.testbed import bmv2, layout
-from dlcp.testbed.netns import Namespace
+from dlcp.testbed.netns import Namespace, popen_in
 from dlcp.testbed.spec import TestbedSpec
 from dlcp.testbed.state import FabricState, ProcessRecord, StateStore, start_ticks
 from dlcp.testbed.switch import stats as switch_stats
@@ -498,7 +498,7 @@ def host_popen(namespace: str, argv: Sequence[str], **kw: Any) -> subprocess.Pop
     """Start ``argv`` in namespace ``namespace``."""
     if namespace_inode(namespace) is None:
         raise TestbedError(f"namespace {namespace} does not exist (is the fabric up?)")
-    return subprocess.Popen(list(argv), preexec_fn=lambda: netns.setns(namespace, flags=0), **kw)
+    return popen_in(namespace, argv, **kw)
 
 
 def _offloads_off(ifname: str) -> None:

@@ -20,6 +20,7 @@ import itertools
 import logging
 import os
 import subprocess
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -111,16 +112,72 @@ class Namespace:
     @contextlib.contextmanager
     def entered(self) -> Iterator[None]:
         """Run the body with this thread inside the namespace (sockets opened there stay there)."""
-        netns.pushns(self.name)
+        with inside(self.name):
+            yield
+
+    def popen(self, argv: Sequence[str], **kw: Any) -> subprocess.Popen[bytes]:
+        """Start a process inside the namespace (see :func:`popen_in`)."""
+        return popen_in(self.name, argv, **kw)
+
+
+def _enter(namespace: str) -> None:
+    """Move the calling thread into the named namespace."""
+    try:
+        netns.setns(namespace, flags=0)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no network namespace named {namespace}") from None
+
+
+@contextlib.contextmanager
+def inside(namespace: str) -> Iterator[None]:
+    """This thread inside the named namespace for the body; never creates it.
+
+    A network namespace belongs to a thread, so other threads stay where they are.
+    The namespace to return to is this thread's own, kept here rather than on
+    pyroute2's ``pushns`` stack: that stack is one list for the whole process, and
+    two threads using it at once each pop (and close) the other's descriptor.
+    """
+    back = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        _enter(namespace)
         try:
             yield
         finally:
-            netns.popns()
+            netns.setns(back)
+    finally:
+        os.close(back)
 
-    def popen(self, argv: Sequence[str], **kw: Any) -> subprocess.Popen[bytes]:
-        """Start a process inside the namespace."""
-        name = self.name
-        return subprocess.Popen(list(argv), preexec_fn=lambda: netns.setns(name), **kw)
+
+def popen_in(namespace: str, argv: Sequence[str], **kw: Any) -> subprocess.Popen[bytes]:
+    """Start ``argv`` inside the named namespace (which must exist); ``kw`` as for :class:`subprocess.Popen`.
+
+    A short-lived thread enters the namespace and starts the process, which inherits
+    it. Nothing of this process runs in the child between fork and exec, so
+    :mod:`subprocess` can use ``vfork``: no fork handler runs there. A ``preexec_fn``
+    would make it ``fork``, and where this process runs gRPC (a P4Runtime server,
+    a controller) gRPC's fork handler restarts its poller threads in the child;
+    ``close_fds`` then closes their epoll descriptor before the exec, and a poller
+    that reaches ``epoll_wait`` in between aborts the child ("epoll_wait error: Bad
+    file descriptor", exit -6) or crashes it (-11). ``preexec_fn`` is refused.
+    """
+    if "preexec_fn" in kw:
+        raise ValueError("popen_in: preexec_fn is not allowed (the child must run nothing before exec)")
+    out: list[subprocess.Popen[bytes]] = []
+    error: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            _enter(namespace)  # this thread only; it ends right after
+            out.append(subprocess.Popen(list(argv), **kw))
+        except BaseException as exc:
+            error.append(exc)
+
+    thread = threading.Thread(target=start, name=f"dlcp-spawn-{namespace}")
+    thread.start()
+    thread.join()
+    if error:
+        raise error[0]
+    return out[0]
 
 
 def stale_namespaces() -> list[str]:

@@ -6,34 +6,18 @@ stays in the namespace it was created in), so a probe needs no extra process.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import socket
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from pyroute2 import netns
+from dlcp.testbed.netns import inside
 
 ICMP_ECHO_REQUEST = 8
 ICMP_ECHO_REPLY = 0
-
-
-@contextlib.contextmanager
-def inside(namespace: str) -> Iterator[None]:
-    """This thread inside ``namespace`` for the body (sockets made there stay there); never creates it."""
-    netns.pushns()
-    try:
-        netns.setns(namespace, flags=0)
-    except BaseException:
-        netns.popns()
-        raise
-    try:
-        yield
-    finally:
-        netns.popns()
 
 
 def _checksum(data: bytes) -> int:

@@ -82,8 +82,12 @@ static PyObject *Switch_add_port(SwitchObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static dp_port *get_port(SwitchObject *self, unsigned int port) {
+/* The port, with the switch's lock held (close() frees ports under it); NULL, unlocked, with
+ * ValueError set when there is none. */
+static dp_port *lock_port(SwitchObject *self, unsigned int port) {
+    lock(self->sw);
     if (port >= DP_NUM_PORTS || self->sw->ports[port] == NULL) {
+        unlock(self->sw);
         PyErr_Format(PyExc_ValueError, "no port %u", port);
         return NULL;
     }
@@ -96,8 +100,6 @@ static PyObject *Switch_set_port(SwitchObject *self, PyObject *args) {
     unsigned long long rate, burst, delay, seed;
     PyObject *loss;
     if (!PyArg_ParseTuple(args, "IKKKOKI", &port, &rate, &burst, &delay, &loss, &seed, &paused)) return NULL;
-    dp_port *p = get_port(self, port);
-    if (p == NULL) return NULL;
     uint64_t thr[DP_NUM_QUEUES];
     PyObject *seq = PySequence_Fast(loss, "loss must be a sequence");
     if (seq == NULL) return NULL;
@@ -114,7 +116,8 @@ static PyObject *Switch_set_port(SwitchObject *self, PyObject *args) {
         }
     }
     Py_DECREF(seq);
-    lock(self->sw);
+    dp_port *p = lock_port(self, port);
+    if (p == NULL) return NULL;
     dp_egress *e = &p->egress;
     dp_egress_set_shaper(e, rate, burst, dp_switch_now(self->sw));
     e->delay_ns = delay;
@@ -128,9 +131,8 @@ static PyObject *Switch_set_port(SwitchObject *self, PyObject *args) {
 static PyObject *Switch_set_paused(SwitchObject *self, PyObject *args) {
     unsigned int port, paused;
     if (!PyArg_ParseTuple(args, "II", &port, &paused)) return NULL;
-    dp_port *p = get_port(self, port);
+    dp_port *p = lock_port(self, port);
     if (p == NULL) return NULL;
-    lock(self->sw);
     p->egress.paused = (uint8_t)paused;
     unlock(self->sw);
     uint64_t one = 1;
@@ -143,10 +145,12 @@ static PyObject *Switch_set_plain_peer(SwitchObject *self, PyObject *args) {
     unsigned int port;
     int peer;
     if (!PyArg_ParseTuple(args, "Ii", &port, &peer)) return NULL;
-    dp_port *p = get_port(self, port);
+    dp_port *p = lock_port(self, port);
     if (p == NULL) return NULL;
-    if (peer >= 0 && get_port(self, (unsigned)peer) == NULL) return NULL;
-    lock(self->sw);
+    if (peer >= 0 && (peer >= DP_NUM_PORTS || self->sw->ports[peer] == NULL)) {
+        unlock(self->sw);
+        return PyErr_Format(PyExc_ValueError, "no port %d", peer);
+    }
     p->plain_peer = peer;
     unlock(self->sw);
     Py_RETURN_NONE;
@@ -164,6 +168,11 @@ static PyObject *Switch_start(SwitchObject *self, PyObject *Py_UNUSED(ignored)) 
 
 static PyObject *Switch_stop(SwitchObject *self, PyObject *Py_UNUSED(ignored)) {
     Py_BEGIN_ALLOW_THREADS dp_switch_stop(self->sw);
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
+static PyObject *Switch_close(SwitchObject *self, PyObject *Py_UNUSED(ignored)) {
+    Py_BEGIN_ALLOW_THREADS dp_switch_close(self->sw);
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
@@ -411,6 +420,7 @@ static PyObject *Switch_stats(SwitchObject *self, PyObject *Py_UNUSED(ignored)) 
     }
     uint64_t rounds = s->rounds, waits = s->idle_waits, first = s->first_rx_ns, last = s->last_tx_ns;
     uint64_t first_cpu = s->first_rx_cpu_ns, last_cpu = s->last_tx_cpu_ns;
+    int tid = s->thread_id;
     unlock(s);
     PyObject *ports = PyDict_New();
     for (int i = 0; ports != NULL && i < n; i++) {
@@ -453,10 +463,10 @@ static PyObject *Switch_stats(SwitchObject *self, PyObject *Py_UNUSED(ignored)) 
     free(copy);
     free(extra);
     if (ports == NULL) return NULL;
-    return Py_BuildValue("{sNsKsKsKsKsKsK}", "ports", ports, "rounds", (unsigned long long)rounds, "idle_waits",
-                         (unsigned long long)waits, "first_rx_ns", (unsigned long long)first, "last_tx_ns",
-                         (unsigned long long)last, "first_rx_cpu_ns", (unsigned long long)first_cpu,
-                         "last_tx_cpu_ns", (unsigned long long)last_cpu);
+    return Py_BuildValue("{sNsKsKsKsKsKsKsi}", "ports", ports, "rounds", (unsigned long long)rounds,
+                         "idle_waits", (unsigned long long)waits, "first_rx_ns", (unsigned long long)first,
+                         "last_tx_ns", (unsigned long long)last, "first_rx_cpu_ns", (unsigned long long)first_cpu,
+                         "last_tx_cpu_ns", (unsigned long long)last_cpu, "thread_id", tid);
 }
 
 /* ---- virtual ports ---- */
@@ -465,16 +475,17 @@ static PyObject *Switch_inject(SwitchObject *self, PyObject *args) {
     unsigned int port;
     Py_buffer frame;
     if (!PyArg_ParseTuple(args, "Iy*", &port, &frame)) return NULL;
-    if (port >= DP_NUM_PORTS || self->sw->ports[port] == NULL || self->sw->ports[port]->fd >= 0) {
-        PyBuffer_Release(&frame);
-        return PyErr_Format(PyExc_ValueError, "port %u is not a virtual port", port);
-    }
     if (frame.len > 0xFFFFFFFF) {
         PyBuffer_Release(&frame);
         return PyErr_Format(PyExc_ValueError, "frame too long");
     }
     dp_verdict v;
     lock(self->sw);
+    if (port >= DP_NUM_PORTS || self->sw->ports[port] == NULL || self->sw->ports[port]->fd >= 0) {
+        unlock(self->sw);
+        PyBuffer_Release(&frame);
+        return PyErr_Format(PyExc_ValueError, "port %u is not a virtual port", port);
+    }
     dp_switch_inject(self->sw, (uint16_t)port, frame.buf, (uint32_t)frame.len, &v);
     unlock(self->sw);
     PyBuffer_Release(&frame);
@@ -526,6 +537,7 @@ static PyMethodDef Switch_methods[] = {
     {"set_plain_peer", (PyCFunction)Switch_set_plain_peer, METH_VARARGS, "set_plain_peer(port, peer | -1)"},
     {"start", (PyCFunction)Switch_start, METH_NOARGS, "start the data-plane thread"},
     {"stop", (PyCFunction)Switch_stop, METH_NOARGS, "stop the data-plane thread"},
+    {"close", (PyCFunction)Switch_close, METH_NOARGS, "stop the thread and close every port now"},
     {"running", (PyCFunction)Switch_running, METH_NOARGS, "whether the thread runs"},
     {"reset_timing", (PyCFunction)Switch_reset_timing, METH_NOARGS, "forget first_rx_ns and last_tx_ns"},
     {"route", (PyCFunction)Switch_route, METH_VARARGS, "route(op, prefix, plen, action, group) -> code"},

@@ -25,6 +25,7 @@ import functools
 import logging
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -241,8 +242,10 @@ class DataPlane:
         return bool(self._sw.running())
 
     def close(self) -> None:
-        """Stop the thread; the sockets close when the object goes."""
-        self._sw.stop()
+        """Stop the thread and close every port's socket and ring now (not when the object goes, which
+        may be in whichever thread drops the last reference: a gRPC worker's, say). Tables, counters and
+        statistics stay readable; ports cannot be added nor the thread started again."""
+        self._sw.close()
 
     def __enter__(self) -> DataPlane:
         return self
@@ -507,6 +510,20 @@ class DataPlane:
     def reset_timing(self) -> None:
         """Forget ``first_rx_ns``/``last_tx_ns`` of :meth:`stats` (benchmarks time a run with them)."""
         self._sw.reset_timing()
+
+    def thread_times(self) -> tuple[float, float] | None:
+        """The data-plane thread's seconds on a CPU and seconds runnable but waiting for one (the
+        kernel's scheduler statistics); None while no thread runs. The second grows when the machine
+        is loaded: the thread then forwards late, in bursts, and whatever a test assumes of its timing
+        holds only if this stayed small."""
+        tid = self._sw.stats()["thread_id"]
+        if not tid:
+            return None
+        try:
+            fields = Path(f"/proc/self/task/{tid}/schedstat").read_text().split()
+        except OSError:
+            return None  # the thread ended meanwhile
+        return int(fields[0]) / 1e9, int(fields[1]) / 1e9
 
     def stats(self) -> dict[str, Any]:
         """Per port: rx and ingress drops by reason; per class: enqueued, sent, dropped by reason,

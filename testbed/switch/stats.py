@@ -83,10 +83,14 @@ class StatsServer:
     def start(self) -> StatsServer:
         self.check_free()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(str(self.path))
-        os.chmod(self.path, 0o660)
-        sock.listen(8)
-        sock.settimeout(0.2)
+        try:
+            sock.bind(str(self.path))
+            os.chmod(self.path, 0o660)
+            sock.listen(8)
+            sock.settimeout(0.2)
+        except BaseException:
+            sock.close()
+            raise
         self._sock = sock
         self._thread = threading.Thread(target=self._serve, name="dlcp-switch-stats", daemon=True)
         self._thread.start()
@@ -94,27 +98,31 @@ class StatsServer:
         return self
 
     def _serve(self) -> None:
-        assert self._sock is not None
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                break
-            with conn:
+        # This thread owns the listening socket and closes it when it ends: closed from stop() while a
+        # slow snapshot still ran here, the next accept() would find it gone.
+        sock = self._sock
+        assert sock is not None
+        with sock:
+            while not self._stop.is_set():
                 try:
-                    conn.sendall(json.dumps(self._snapshot()).encode())
-                except Exception:
-                    log.exception("statistics request failed")
+                    conn, _ = sock.accept()
+                except TimeoutError:
+                    continue
+                except OSError:
+                    break
+                with conn:
+                    try:
+                        conn.sendall(json.dumps(self._snapshot()).encode())
+                    except Exception:
+                        log.exception("statistics request failed")
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+            if self._thread.is_alive():
+                log.warning("statistics thread still busy; it closes its socket when it ends")
+        self._sock = None
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 

@@ -44,6 +44,10 @@ uint64_t dp_switch_now(const dp_switch *s) { return s->virtual_clock ? s->now_ns
 dp_switch *dp_switch_new(uint32_t max_frame, int virtual_clock) {
     dp_switch *s = calloc(1, sizeof(*s));
     if (s == NULL) return NULL;
+    /* first: dp_switch_free() may be called from here on, and must find no fd it does not own (calloc's 0) */
+    s->wake_fd = -1;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->ctl, NULL);
     s->tables = malloc(sizeof(dp_tables));
     s->scratch = malloc(max_frame);
     s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -52,7 +56,6 @@ dp_switch *dp_switch_new(uint32_t max_frame, int virtual_clock) {
         return NULL;
     }
     dp_tables_init(s->tables);
-    pthread_mutex_init(&s->lock, NULL);
     s->max_frame = max_frame;
     s->virtual_clock = virtual_clock;
     return s;
@@ -67,12 +70,12 @@ static void port_close(dp_port *p) {
 
 void dp_switch_free(dp_switch *s) {
     if (s == NULL) return;
-    dp_switch_stop(s);
-    for (int i = 0; i < s->n_ports; i++) port_close(s->ports[s->port_ids[i]]);
+    dp_switch_close(s);
     if (s->wake_fd >= 0) close(s->wake_fd);
     free(s->tables);
     free(s->scratch);
     pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->ctl);
     free(s);
 }
 
@@ -85,8 +88,9 @@ static int open_socket(dp_port *p, const char *ifname, char *err, size_t errlen)
     /* protocol 0 until bound: the socket receives nothing from other interfaces meanwhile */
     int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        snprintf(err, errlen, "AF_PACKET socket for %s: %s", ifname, strerror(errno));
-        return -errno;
+        int e = errno;
+        snprintf(err, errlen, "AF_PACKET socket for %s: %s", ifname, strerror(e));
+        return -e;
     }
     p->fd = fd;
     p->ifindex = (int)idx;
@@ -183,6 +187,9 @@ int dp_switch_add_port(dp_switch *s, uint16_t port, const char *ifname, uint64_t
     if (s->ports[port] != NULL) {
         snprintf(err, errlen, "port %u given twice", port);
         rc = -EEXIST;
+    } else if (s->closed) {
+        snprintf(err, errlen, "the switch is closed");
+        rc = -EINVAL;
     } else if (s->running) {
         snprintf(err, errlen, "ports are added before the switch starts");
         rc = -EBUSY;
@@ -350,6 +357,9 @@ static void *dp_thread(void *arg) {
     struct pollfd pfd[DP_NUM_PORTS + 1];
     prctl(PR_SET_TIMERSLACK, 1000UL); /* 1 us: shaper and delay wake-ups are timed in ppoll */
     uint64_t last_stats = 0;
+    pthread_mutex_lock(&s->lock);
+    s->thread_id = (int)gettid();
+    pthread_mutex_unlock(&s->lock);
     while (!s->stop) {
         uint32_t work = 0;
         uint64_t next_event = UINT64_MAX;
@@ -421,8 +431,14 @@ int dp_switch_start(dp_switch *s, char *err, size_t errlen) {
     /* Under the lock, so that no port is added between the check of the ports and the start
      * (the thread would read a virtual port's missing ring); the thread waits for the lock. */
     int rc = 0;
+    pthread_mutex_lock(&s->ctl);
     pthread_mutex_lock(&s->lock);
     if (s->running) goto out;
+    if (s->closed) {
+        snprintf(err, errlen, "the switch is closed");
+        rc = -EINVAL;
+        goto out;
+    }
     if (s->virtual_clock) {
         snprintf(err, errlen, "a switch on a virtual clock has no data-plane thread");
         rc = -EINVAL;
@@ -445,18 +461,46 @@ int dp_switch_start(dp_switch *s, char *err, size_t errlen) {
     s->running = 1;
 out:
     pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(&s->ctl);
     return rc;
 }
 
-void dp_switch_stop(dp_switch *s) {
+/* With ctl held: two threads stopping at once would both join the thread (undefined), and a start
+ * between the stop flag and the join would clear the flag of a thread still running. */
+static void stop_thread(dp_switch *s) {
     if (!s->running) return;
     s->stop = 1;
     uint64_t one = 1;
     ssize_t rr = write(s->wake_fd, &one, sizeof(one));
     (void)rr;
     pthread_join(s->thread, NULL);
+    pthread_mutex_lock(&s->lock);
     s->running = 0;
+    s->thread_id = 0;
     for (int i = 0; i < s->n_ports; i++) read_ring_drops(s->ports[s->port_ids[i]]);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void dp_switch_stop(dp_switch *s) {
+    pthread_mutex_lock(&s->ctl);
+    stop_thread(s);
+    pthread_mutex_unlock(&s->ctl);
+}
+
+void dp_switch_close(dp_switch *s) {
+    pthread_mutex_lock(&s->ctl);
+    stop_thread(s);
+    /* Under the lock: a control-plane call looks its port up under it, so none holds a port closed here */
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < s->n_ports; i++) {
+        uint16_t id = s->port_ids[i];
+        port_close(s->ports[id]);
+        s->ports[id] = NULL;
+    }
+    s->n_ports = 0;
+    s->closed = 1;
+    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(&s->ctl);
 }
 
 /* ---------------------------------------------------------------- virtual ports */
@@ -505,8 +549,9 @@ int64_t dp_blast(const char *ifname, const uint8_t *const *frames, const uint32_
     }
     int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        snprintf(err, errlen, "AF_PACKET socket: %s", strerror(errno));
-        return -errno;
+        int e = errno;
+        snprintf(err, errlen, "AF_PACKET socket: %s", strerror(e));
+        return -e;
     }
     int one = 1, sndbuf = 8 << 20;
     setsockopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one));
@@ -517,9 +562,10 @@ int64_t dp_blast(const char *ifname, const uint8_t *const *frames, const uint32_
     sll.sll_protocol = 0; /* send only */
     sll.sll_ifindex = (int)idx;
     if (bind(fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
-        snprintf(err, errlen, "bind to %s: %s", ifname, strerror(errno));
+        int e = errno; /* before close(), which may change it */
+        snprintf(err, errlen, "bind to %s: %s", ifname, strerror(e));
         close(fd);
-        return -errno;
+        return -e;
     }
     struct mmsghdr *msgs = calloc(batch, sizeof(*msgs));
     struct iovec *iov = calloc(batch, sizeof(*iov));
@@ -547,11 +593,12 @@ int64_t dp_blast(const char *ifname, const uint8_t *const *frames, const uint32_
                 sched_yield();
                 continue;
             }
-            snprintf(err, errlen, "sendmmsg on %s: %s", ifname, strerror(errno));
+            int e = errno;
+            snprintf(err, errlen, "sendmmsg on %s: %s", ifname, strerror(e));
             free(msgs);
             free(iov);
             close(fd);
-            return -errno;
+            return -e;
         }
         sent += (uint64_t)r;
         next += (uint64_t)r;

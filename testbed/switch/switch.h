@@ -48,8 +48,10 @@ typedef struct {
     uint32_t max_frame;
     uint8_t *scratch;       /* a copy of an injected frame, rewritten in place */
     /* thread */
+    pthread_mutex_t ctl;    /* start and stop, one at a time; the data-plane thread never takes it */
     pthread_t thread;
     int running;
+    int closed;             /* dp_switch_close(): no port, no thread, ever again */
     volatile int stop;
     int wake_fd;            /* eventfd: wakes the thread from ppoll */
     /* clock */
@@ -58,6 +60,7 @@ typedef struct {
     uint64_t rounds, idle_waits;
     uint64_t first_rx_ns, last_tx_ns; /* data-plane thread: first frame taken, last frame sent (benchmarks) */
     uint64_t first_rx_cpu_ns, last_tx_cpu_ns; /* the same moments in the thread's CPU time */
+    int thread_id;          /* the data-plane thread's kernel id (0: not started); its /proc/self/task/<id> */
 } dp_switch;
 
 dp_switch *dp_switch_new(uint32_t max_frame, int virtual_clock);
@@ -70,6 +73,9 @@ int dp_switch_add_port(dp_switch *s, uint16_t port, const char *ifname, uint64_t
 
 int dp_switch_start(dp_switch *s, char *err, size_t errlen);
 void dp_switch_stop(dp_switch *s);
+/* Stops the thread and closes every port (socket, ring, queues) now; the switch keeps its tables
+ * and counters, refuses new ports and a start. dp_switch_free() does it too. */
+void dp_switch_close(dp_switch *s);
 
 /* Virtual ports. */
 void dp_switch_inject(dp_switch *s, uint16_t port, const uint8_t *frame, uint32_t len, dp_verdict *v);

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from switch_support import dlcp_frame, eligible_by_priority, entry, exact, route_to
@@ -43,6 +45,39 @@ def wait_idle(rig: VethSwitch, timeout: float = 10) -> dict:
         time.sleep(0.05)
 
 
+ATTEMPTS = 3
+"""Windows tried before the overload test gives up on its premise (and skips, saying why)."""
+MAX_STALL_SHARE = 0.25
+"""The share of a window the data-plane thread may spend off the CPU (with work) for the rate to count."""
+
+
+def overload_window(rig: VethSwitch, frames: list[bytes]) -> dict[str, Any]:
+    """One second of overload from port 1 to port 2: what was offered, what came out, how starved the switch was."""
+    dp = rig.switch
+    times0 = dp.thread_times()
+    t0 = time.monotonic()
+    s0 = dp.stats()["ports"][2]["classes"]
+    sent = blast(rig, frames, 1.0)
+    elapsed = time.monotonic() - t0
+    s1 = dp.stats()["ports"][2]["classes"]
+    times1 = dp.thread_times()
+    assert times0 is not None and times1 is not None
+    st = wait_idle(rig)
+    delta = {
+        q: {
+            "sent": st["ports"][2]["classes"][q]["sent"] - s0[q]["sent"],
+            "enqueued": st["ports"][2]["classes"][q]["enqueued"] - s0[q]["enqueued"],
+            "dropped": dict(Counter(st["ports"][2]["classes"][q]["dropped"]) - Counter(s0[q]["dropped"])),
+        }
+        for q in (1, 6)
+    }
+    bits = sum(s1[q]["sent_bytes"] - s0[q]["sent_bytes"] + 24 * (s1[q]["sent"] - s0[q]["sent"]) for q in (1, 6)) * 8
+    return {
+        "sent": sent, "elapsed": elapsed, "bps": bits / elapsed, "delta": delta, "end": st,
+        "cpu_s": times1[0] - times0[0], "stall_s": times1[1] - times0[1],
+    }  # fmt: skip
+
+
 def test_overload_of_a_rate_limited_port(rig: VethSwitch) -> None:
     dp = rig.switch
     dp.configure_port(replace(dp.ports[2], rate_bps=RATE))
@@ -59,22 +94,39 @@ def test_overload_of_a_rate_limited_port(rig: VethSwitch) -> None:
     )
     # 1 frame in 64 is class 6 (protected), the rest class 1 drop class 3: far more than 100 Mbit/s offered
     frames = [dlcp_frame(1000, priority=6 if i == 0 else 1, drop_class=0 if i == 0 else 3, seq=i) for i in range(64)]
-    t0 = time.monotonic()
-    s0 = dp.stats()["ports"][2]["classes"]
-    sent = blast(rig, frames, 1.0)
-    elapsed = time.monotonic() - t0
-    s1 = dp.stats()["ports"][2]["classes"]
-    st = wait_idle(rig)
-    c1, c6 = st["ports"][2]["classes"][1], st["ports"][2]["classes"][6]
-    assert st["ports"][1]["rx"] >= 0.9 * sent
-    bits = sum(s1[q]["sent_bytes"] - s0[q]["sent_bytes"] + 24 * (s1[q]["sent"] - s0[q]["sent"]) for q in (1, 6)) * 8
-    # the port stands for a 100 Mbit/s link: never faster; slower only while the shared machine starves
-    # the data-plane thread for longer than the shaper's bucket covers (1 ms), hence the wide lower margin
-    assert 0.4 * RATE <= bits / elapsed <= 1.1 * RATE, bits / elapsed
-    assert c1["enqueued"] > 0 and c1["dropped"].get("selective", 0) > 0
-    assert c1["depth_hwm"] <= THRESHOLD + 1  # admitted while the queue holds <= THRESHOLD packets
-    assert c1["dropped"].keys() == {"selective"}, c1["dropped"]  # dropped at the threshold, never by the buffer
-    assert c6["dropped"] == {} and c6["sent"] == c6["enqueued"] > 0  # the high class loses nothing
+    buffer = rig.buffer
+    room = buffer - (THRESHOLD + 1) * len(frames[1])  # what class 6 may fill before class 1 meets a full buffer
+    missed = []
+    for _ in range(ATTEMPTS):
+        w = overload_window(rig, frames)
+        st, c1, c6 = w["end"], w["delta"][1], w["delta"][6]
+        # The switch's own rules, whatever the load:
+        assert st["ports"][1]["rx"] >= 0.9 * w["sent"]
+        assert w["bps"] <= 1.1 * RATE, w["bps"]  # the port stands for a 100 Mbit/s link: never faster
+        assert c1["enqueued"] > 0 and c1["dropped"].get("selective", 0) > 0
+        assert st["ports"][2]["classes"][1]["depth_hwm"] <= THRESHOLD + 1  # admitted while it holds <= THRESHOLD
+        assert c1["dropped"].keys() <= {"selective", "buffer", "pushed_out"}, c1["dropped"]
+        if c1["dropped"].keys() - {"selective"}:  # the buffer drops only when it is full
+            assert st["ports"][2]["buffer_hwm"] + len(frames[1]) > buffer, (st["ports"][2]["buffer_hwm"], buffer)
+        # The premise of the rest: the data-plane thread kept up. Class 6 is never drop-eligible, and while
+        # the thread waits for a CPU the port sends nothing, so class 6 backs up at its offered rate (the
+        # frames wait in the kernel's ring and are queued at once when the thread runs). The selective
+        # threshold, not the buffer, does all the dropping only while that backlog stays within `room`: sure
+        # when even all the waiting in the window, back to back, backs up less. The port reaches its rate
+        # only if the thread waited for a small part of the window.
+        c6_offered = w["sent"] / len(frames) * len(frames[0]) / w["elapsed"]  # bytes/s
+        if w["stall_s"] * c6_offered < room and w["stall_s"] < MAX_STALL_SHARE * w["elapsed"]:
+            assert w["bps"] >= 0.4 * RATE, w  # slower only while the machine starves the thread
+            assert c1["dropped"].keys() == {"selective"}, c1["dropped"]  # dropped at the threshold, not the buffer
+            assert c6["dropped"] == {} and c6["sent"] == c6["enqueued"] > 0, c6  # the high class loses nothing
+            return
+        missed.append(
+            f"waited {1e3 * w['stall_s']:.0f} ms for a CPU in {1e3 * w['elapsed']:.0f} ms, the buffer holds "
+            f"{1e3 * room / c6_offered:.0f} ms of class 6"
+        )
+    pytest.skip(
+        f"premise not met in {ATTEMPTS} windows: the data-plane thread was starved of CPU ({'; '.join(missed)})"
+    )
 
 
 def test_table_updates_during_traffic_lose_no_frame(rig: VethSwitch) -> None:
