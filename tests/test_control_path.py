@@ -28,9 +28,12 @@ from dlcp.wire import Header
 
 def _endpoint(peer: RawPeer, fast_path: bool) -> Endpoint:
     transport = TransportConfig(port=0, payload_bytes=1024, fast_path=fast_path, peer_timeout_s=5.0)
+    # The test answers each probe by hand: no retransmission timeout may send another meanwhile (the receive
+    # thread probes a send nobody waits on), or the answer would be to an older probe, and ignored.
     return Endpoint(
-        rank=1, job_id=1, token=TOKEN, addresses={0: peer.address, 1: ("127.0.0.1", 0)}, transport=transport
-    )
+        rank=1, job_id=1, token=TOKEN, addresses={0: peer.address, 1: ("127.0.0.1", 0)}, transport=transport,
+        initial_rto_s=2.0, max_rto_s=2.0,
+    )  # fmt: skip
 
 
 def _probe(msg_id: int, seq: int, pkt_count: int = 8) -> bytes:

@@ -120,6 +120,7 @@ def test_demo_scenario_fabrics(tmp_path: Path, topology: str) -> None:
 def test_job_file_paces_the_hosts_to_their_share_of_the_bottleneck(tmp_path: Path) -> None:
     from dlcp.config import load as load_job
     from dlcp.controller import pacing
+    from dlcp.rate_control import headroom
     from dlcp.testbed.jobs import write_job_file
 
     bottleneck = '[[link]]\nname = "h1-s1"\nrate = "200mbit"\nbuffer = "256KiB"\n'
@@ -128,8 +129,8 @@ def test_job_file_paces_the_hosts_to_their_share_of_the_bottleneck(tmp_path: Pat
     transport = load_job(write_job_file(s, job, tmp_path)).transport
     ip = {name: h.ip for name, h in s.fabric.hosts.items()}
     # The ring's data: h1 -> h2 -> h3 -> h1; only h3's crosses the 200 Mbit/s port (toward h1).
-    assert transport.send_rate_bps[ip["h3"]] == int(200e6 * pacing.HEADROOM)
-    assert transport.send_rate_bps[ip["h1"]] == int(1e9 * pacing.HEADROOM)
+    assert transport.send_rate_bps[ip["h3"]] == int(200e6 * headroom(8192))
+    assert transport.send_rate_bps[ip["h1"]] == int(1e9 * headroom(8192))
     assert transport.send_burst_bytes == pacing.send_burst_bytes(job)
     # What the file says wins.
     own = bottleneck.replace("[[link]]", "[job.transport.send_rate_bps]\n'10.0.0.3' = 1000\n[[link]]")
