@@ -462,8 +462,9 @@ class Endpoint:
         A collective with deferred acknowledgements (``Collectives.defer_acks``) returns while its last sends
         may still need a probe or a retransmission round; its thread may then block elsewhere for long (DDP
         rebuilding its buckets over gloo, an evaluation, a checkpoint), and a peer waiting for those packets
-        would time out. Retransmissions go out at once, charged to the pacer (this thread never sleeps); a
-        receiver silent past ``peer_timeout_s`` fails the send, which the next wait on it raises.
+        would time out. Owed retransmissions go out one send call's worth per round of this thread, charged to
+        the pacer (this thread never sleeps); a receiver silent past ``peer_timeout_s`` fails the send, which
+        the next wait on it raises.
         """
         with self._lock:
             if self._waiting or not self._out:
@@ -473,9 +474,12 @@ class Endpoint:
                 if out.stopped or not out.passed or out.failed is not None:
                     continue
                 owed = out.retx.size > 0
-                if owed:
-                    missing, out.retx = out.retx, _NO_SEQS
-                    self._retransmit(out, missing, from_rx=True)
+                if owed:  # one send call's worth per round of this thread, as a waiting sender would pace it
+                    per_call = self._per_call(out.dst)
+                    chunk, out.retx = out.retx[:per_call], out.retx[per_call:]
+                    self._retransmit(out, chunk, from_rx=True)
+                    if out.retx.size:
+                        continue
                 elif now < out.deadline:
                     continue
                 elif now - out.last_reply > self.cfg.peer_timeout_s:
