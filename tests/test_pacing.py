@@ -65,3 +65,19 @@ def test_a_call_of_call_bytes_from_a_full_bucket_does_not_sleep_and_shrinks_with
     assert len(slept) == 1 and slept[0] >= 0.001, "the next call pays the debt"
     pacer.on_feedback(0.5)
     assert MB < pacer.call_bytes() < full
+
+
+def test_bytes_the_sender_spaced_itself_are_debited_after_refilling_uncapped() -> None:
+    """``spaced``: C paced 1 MB at the rate while the bucket (burst 100 kB) refilled; the refill during the
+    call is not capped at the burst, so a sender that kept the rate ends near empty, not 900 kB in debt."""
+    pacer = AimdPacer(PacingConfig(max_rate=1e6, min_rate=1e3, burst=100_000))
+    pacer.wait(100_000)  # admits the first burst: the bucket is empty
+    pacer._last -= 0.9  # the call then spaced 900 kB at 1 MB/s, taking 0.9 s
+    pacer.spaced(900_000, slept=0.85)
+    assert abs(pacer._tokens) < 5_000, pacer._tokens
+    assert pacer.slept == 0.85
+    capped = AimdPacer(PacingConfig(max_rate=1e6, min_rate=1e3, burst=100_000))
+    capped.wait(100_000)
+    capped._last -= 0.9
+    capped.charge(900_000)  # the cap before the debit: what spaced must not do
+    assert capped._tokens < -700_000
