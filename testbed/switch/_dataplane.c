@@ -420,6 +420,7 @@ static PyObject *Switch_stats(SwitchObject *self, PyObject *Py_UNUSED(ignored)) 
     }
     uint64_t rounds = s->rounds, waits = s->idle_waits, first = s->first_rx_ns, last = s->last_tx_ns;
     uint64_t first_cpu = s->first_rx_cpu_ns, last_cpu = s->last_tx_cpu_ns;
+    uint64_t late = s->late_frames, late_max = s->late_ns_max, untimed = s->untimed_frames;
     int tid = s->thread_id;
     unlock(s);
     PyObject *ports = PyDict_New();
@@ -463,10 +464,12 @@ static PyObject *Switch_stats(SwitchObject *self, PyObject *Py_UNUSED(ignored)) 
     free(copy);
     free(extra);
     if (ports == NULL) return NULL;
-    return Py_BuildValue("{sNsKsKsKsKsKsKsi}", "ports", ports, "rounds", (unsigned long long)rounds,
+    return Py_BuildValue("{sNsKsKsKsKsKsKsKsKsKsi}", "ports", ports, "rounds", (unsigned long long)rounds,
                          "idle_waits", (unsigned long long)waits, "first_rx_ns", (unsigned long long)first,
                          "last_tx_ns", (unsigned long long)last, "first_rx_cpu_ns", (unsigned long long)first_cpu,
-                         "last_tx_cpu_ns", (unsigned long long)last_cpu, "thread_id", tid);
+                         "last_tx_cpu_ns", (unsigned long long)last_cpu, "late_frames", (unsigned long long)late,
+                         "late_ns_max", (unsigned long long)late_max, "untimed_frames", (unsigned long long)untimed,
+                         "thread_id", tid);
 }
 
 /* ---- virtual ports ---- */

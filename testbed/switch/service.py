@@ -99,6 +99,9 @@ class SwitchService:
             "time": time.time(),
             "ports": ports,
             "counters": stats.counter_cells(dp.counters),
+            # Frames the data-plane thread took more than 1 ms after they arrived (admitted at their arrival
+            # time all the same), and frames whose receive time was on another clock (admitted when taken).
+            "arrivals": {k: st[k] for k in ("late_frames", "late_ns_max", "untimed_frames")},
         }
 
     def wait(self, poll_s: float = 0.5) -> None:

@@ -39,6 +39,12 @@ static uint64_t thread_cpu_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t real_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 uint64_t dp_switch_now(const dp_switch *s) { return s->virtual_clock ? s->now_ns : mono_ns(); }
 
 dp_switch *dp_switch_new(uint32_t max_frame, int virtual_clock) {
@@ -288,7 +294,42 @@ static uint32_t forward_plain(dp_switch *s, dp_port *p, uint32_t budget) {
     return done;
 }
 
-static uint32_t rx_port(dp_switch *s, uint16_t id, dp_port *p, uint32_t budget) {
+static uint32_t tx_port(dp_switch *s, dp_port *p, uint64_t now, uint64_t *next_event);
+
+/* Every port's egress runs up to `at`, the arrival time of the next frame (see switch.h). A port
+ * whose line holds half its buffer sends now, so that the line never stops the queues' running. */
+static void run_egress_to(dp_switch *s, uint64_t at, uint64_t now) {
+    if (at <= s->arrived_ns) return;
+    s->arrived_ns = at;
+    for (int i = 0; i < s->n_ports; i++) {
+        dp_port *p = s->ports[s->port_ids[i]];
+        if (p->plain_peer >= 0 || p->fd < 0) continue;
+        dp_egress_schedule(&p->egress, at, s->occupancy, &s->tables->counters[DP_CTR_FORWARDED], NULL);
+        if (2 * p->egress.inflight > p->egress.buffer) {
+            uint64_t next_event = UINT64_MAX;
+            tx_port(s, p, now, &next_event);
+        }
+    }
+}
+
+/* A frame's arrival on the monotonic clock: its receive timestamp (realtime) less `offset`
+ * (realtime - monotonic), kept within the last second and not after `now`. */
+static uint64_t arrival_ns(dp_switch *s, const struct tpacket3_hdr *h, uint64_t now, uint64_t offset) {
+    uint64_t real = (uint64_t)h->tp_sec * 1000000000ull + (uint64_t)h->tp_nsec;
+    uint64_t at = real - offset;
+    if (real < offset || at > now + DP_LATE_NS || now - at > 1000000000ull) {
+        s->untimed_frames++; /* a stamp on another clock (e.g. a sender's delivery time): taken as it comes */
+        return now;
+    }
+    if (at > now) return now;
+    if (now - at > DP_LATE_NS) {
+        s->late_frames++;
+        if (now - at > s->late_ns_max) s->late_ns_max = now - at;
+    }
+    return at;
+}
+
+static uint32_t rx_port(dp_switch *s, uint16_t id, dp_port *p, uint32_t budget, uint64_t now, uint64_t offset) {
     uint32_t done = 0;
     while (done < budget) {
         struct tpacket_block_desc *bd = (struct tpacket_block_desc *)(p->ring + (size_t)p->block * p->block_size);
@@ -304,6 +345,7 @@ static uint32_t rx_port(dp_switch *s, uint16_t id, dp_port *p, uint32_t budget) 
             while (p->left > 0 && done < budget) {
                 struct tpacket3_hdr *h = (struct tpacket3_hdr *)p->next;
                 dp_verdict v;
+                run_egress_to(s, arrival_ns(s, h, now, offset), now);
                 dp_switch_handle(s, id, (uint8_t *)h + h->tp_mac, h->tp_snaplen, h->tp_len, &v);
                 p->next = h->tp_next_offset ? (uint8_t *)h + h->tp_next_offset : NULL;
                 p->left--;
@@ -364,11 +406,20 @@ static void *dp_thread(void *arg) {
         uint32_t work = 0;
         uint64_t next_event = UINT64_MAX;
         pthread_mutex_lock(&s->lock);
+        uint64_t taken = mono_ns(), offset = real_ns();
+        offset = offset > taken ? offset - taken : 0;
+        int backlog = 0; /* a ring holds more than one round's frames */
         for (int i = 0; i < s->n_ports; i++) {
             uint16_t id = s->port_ids[i];
-            work += rx_port(s, id, s->ports[id], DP_RX_BUDGET);
+            uint32_t n = rx_port(s, id, s->ports[id], DP_RX_BUDGET, taken, offset);
+            backlog |= n == DP_RX_BUDGET;
+            work += n;
         }
         uint64_t now = mono_ns();
+        /* The queues run up to the moment the rings were read, not past frames still waiting in them
+         * (those arrived earlier and are admitted at their own time, next round). */
+        uint64_t egress_to = backlog ? s->arrived_ns : taken;
+        if (egress_to > s->arrived_ns) s->arrived_ns = egress_to;
         if (work != 0 && s->first_rx_ns == 0) {
             s->first_rx_ns = now;
             s->first_rx_cpu_ns = thread_cpu_ns();
@@ -381,8 +432,8 @@ static void *dp_thread(void *arg) {
                 sent += work; /* the plain forwarder sent what it took */
                 continue;
             }
-            work += dp_egress_schedule(&p->egress, now, s->occupancy, &s->tables->counters[DP_CTR_FORWARDED],
-                                       &next_event);
+            work += dp_egress_schedule(&p->egress, egress_to, s->occupancy,
+                                       &s->tables->counters[DP_CTR_FORWARDED], &next_event);
             sent += tx_port(s, p, now, &next_event);
             blocked |= p->tx_blocked;
         }

@@ -1,6 +1,14 @@
 /* The software switch: ports on AF_PACKET (TPACKET_V3 receive ring, sendmmsg), the pipeline,
  * the egress queues, and one data-plane thread that runs them without the GIL.
  *
+ * Time of arrival. The kernel hands the receive ring over a block at a time (when it is full,
+ * or on a timer of one jiffy, 4 ms at HZ=250), and the thread may wait for a CPU, so frames
+ * that arrived milliseconds apart are taken at once. Before a frame is admitted, every port's
+ * egress runs up to the frame's arrival time (the kernel's receive timestamp): its admission
+ * (thresholds, buffer, push-out) sees the queues as a hardware switch would have at that
+ * moment, not the backlog of the thread's late start. What the queues sent in the meantime
+ * leaves at once.
+ *
  * One mutex guards the tables, counters, queues and statistics. The data-plane thread takes
  * it for one round (a bounded batch of frames per port, then scheduling and sends) and
  * drops it while it waits in ppoll(); control-plane calls take it for their update, which is
@@ -20,6 +28,7 @@
 
 #define DP_RX_BUDGET 256   /* frames per port per round */
 #define DP_TX_BATCH 64     /* frames per sendmmsg */
+#define DP_LATE_NS 1000000ull /* a frame taken this long after it arrived counts as late (statistics) */
 
 typedef struct {
     int fd;                 /* -1: virtual */
@@ -57,6 +66,9 @@ typedef struct {
     /* clock */
     int virtual_clock;
     uint64_t now_ns;        /* virtual clock */
+    uint64_t arrived_ns;    /* the egress queues have run up to this frame arrival (monotonic ns) */
+    uint64_t late_frames, late_ns_max; /* frames taken more than DP_LATE_NS after they arrived; the most late */
+    uint64_t untimed_frames; /* frames whose receive timestamp was not on the real-time clock */
     uint64_t rounds, idle_waits;
     uint64_t first_rx_ns, last_tx_ns; /* data-plane thread: first frame taken, last frame sent (benchmarks) */
     uint64_t first_rx_cpu_ns, last_tx_cpu_ns; /* the same moments in the thread's CPU time */
