@@ -450,6 +450,7 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):  # type: ignore[misc]
                     stream.sent(item)
         finally:
             self._drop(stream)
+            stream.close()  # the reader, should it wait for room, ends too
 
     def _read_stream(self, stream: _Stream, requests: Iterator[bytes]) -> None:
         try:
