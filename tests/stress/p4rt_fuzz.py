@@ -14,18 +14,21 @@ pipeline, so malformed writes reach the checks past the request's header. Then:
   than its field, a match field missing or given twice, a wrong match kind or
   priority, an unknown update type or atomicity, an unset or unsupported
   entity, a role, a device id or election id that is not the switch's), an
-  over-long field (a role name, a match value, metadata, a device config of
-  up to 8 MiB), a huge batch (a Write or Read of 100,000 items, a one-shot of
-  10,000 actions), a message above the server's size limit;
+  over-long field of 1 KiB to 4 MiB (a role name, a match value with or
+  without leading zeros, an action parameter, metadata), a pipeline config
+  that is not DLCP's (or has no P4Info and a 1 MiB device config); and one
+  request in 500 a huge one: a Write of 100,000 updates, a Read of 100,000
+  every-counter entities, a one-shot of 10,000 actions, a 65 MiB message
+  (above the server's size limit);
 * ``--churns`` StreamChannels opened and dropped: cancelled at once, after an
   arbitration (before or after its answer), with a bad arbitration, with
   random bytes, half-closed, by closing the whole connection, and flooding
   PacketOuts without reading the answers; up to 24 at a time (above the
   server's 16, so some are refused).
 
-Every request must end with a gRPC status (any code but DEADLINE_EXCEEDED, the
-client's "no answer", UNAVAILABLE, "no server", and INTERNAL, an exception in the server)
-and the switch must keep serving. Afterwards the client checks that the server
+Every request must end with a gRPC status, any code but DEADLINE_EXCEEDED (the
+client's "no answer" in 60 s), UNAVAILABLE ("no server") and INTERNAL (an
+exception in the server), and the switch must keep serving. Afterwards the client checks that the server
 still answers a valid write and read, that 16 streams can be opened at once (no
 stream slot leaked), and the switch must stop cleanly on SIGTERM (exit 0).
 The resident memory of the switch (``VmRSS`` in ``/proc/PID/status``) is read
