@@ -67,6 +67,8 @@ CALL_TIMEOUT_S = 60.0
 MAX_STREAMS = 16
 """The server's limit of open streams (dlcp.testbed.switch.p4rt.server.MAX_STREAMS; checked below)."""
 CHURN_PARALLEL = 24
+SLOW_S = 5.0
+"""A request answered after this long is listed in the report (kind, method, size, first bytes)."""
 FAILED_CODES = ("DEADLINE_EXCEEDED", "UNAVAILABLE", "INTERNAL")
 """Answers that mean the server failed: no answer, no server, an exception inside it."""
 
@@ -544,10 +546,12 @@ def _open_streams(client: Client, churner: Churner, n: int) -> int:
 
 def _storm(
     client: Client, reqs: Requests, count: int, workers: int, codes: Counter[str], by_kind: dict[str, Counter[str]],
-    progress: Callable[[int], None], deadline: float,
+    progress: Callable[[int], None], deadline: float, slow: list[dict[str, Any]],
 ) -> int:  # fmt: skip
+    """Send ``count`` drawn requests from ``workers`` threads; slow or failed ones are listed in ``slow``."""
     lock = threading.Lock()
     done = 0
+    start = time.monotonic()
 
     def one(_: int) -> None:
         nonlocal done
@@ -555,8 +559,13 @@ def _storm(
             return
         with lock:
             kind, method, data = reqs.draw()
+        t = time.monotonic()
         code = client.call(method, data)
+        took = time.monotonic() - t
         with lock:
+            if took > SLOW_S or code in FAILED_CODES:
+                slow.append({"kind": kind, "method": method, "code": code, "seconds": round(took, 2),
+                             "at_s": round(t - start, 1), "bytes": len(data), "head": data[:48].hex()})  # fmt: skip
             codes[code] += 1
             by_kind.setdefault(kind, Counter())[code] += 1
             done += 1
@@ -605,11 +614,13 @@ def client_main(args: argparse.Namespace) -> int:
     codes: Counter[str] = Counter()
     by_kind: dict[str, Counter[str]] = {}
     warm: Counter[str] = Counter()
-    _storm(client, reqs, args.warmup, args.workers, warm, {}, progress("warm-up"), deadline)
+    slow: list[dict[str, Any]] = []
+    _storm(client, reqs, args.warmup, args.workers, warm, {}, progress("warm-up"), deadline, slow)
     report["warmup_requests"] = sum(warm.values())
     report["rss_kib_before"] = rss_kib(args.pid)
 
-    done = _storm(client, reqs, args.malformed, args.workers, codes, by_kind, progress("malformed"), deadline)
+    done = _storm(client, reqs, args.malformed, args.workers, codes, by_kind, progress("malformed"), deadline, slow)
+    report["slow_or_failed_requests"] = slow[:20]
     report["malformed"] = done
     report["codes"] = dict(codes.most_common())
     report["codes_by_kind"] = {k: dict(v.most_common()) for k, v in sorted(by_kind.items())}
