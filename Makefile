@@ -160,16 +160,27 @@ venv-p4rt-shell: $(P4SH_STAMP)
 # loop per core at normal priority, started by tests/stress/cpu_load.py and killed by it, by pid, when the
 # tests end. tests/stress/switch_cycles.py then runs STRESS_CYCLES start/stop cycles of
 # `dlcp switch run --grpc` beside a P4Runtime server and client and the same load, and fails if any switch
-# died. Most of it needs root. On a shared machine run the two parts one at a time:
-# make test-stress-suite, make test-stress-cycles (each about 10 minutes on 2 cores).
+# died; test-stress-p4rt (below) sends the switch's P4Runtime server bad input. Most of it needs root. On a
+# shared machine run the parts one at a time: make test-stress-suite (about 10 minutes on 2 cores),
+# make test-stress-cycles (1.7 s a cycle: about 30 minutes), make test-stress-p4rt (about 7 minutes).
 STRESS_TESTS  ?= tests/switch tests/testbed tests/p4rt
 STRESS_CYCLES ?= 1000
 
-.PHONY: test-stress test-stress-suite test-stress-cycles
-test-stress: test-stress-suite test-stress-cycles
+.PHONY: test-stress test-stress-suite test-stress-cycles test-stress-p4rt
+test-stress: test-stress-suite test-stress-cycles test-stress-p4rt
 
 test-stress-suite: venv fastpath
 	DLCP_REQUIRE_FASTPATH=1 $(PY) tests/stress/cpu_load.py --max-seconds 1800 -- $(VENV)/bin/pytest -q $(STRESS_TESTS)
 
 test-stress-cycles: venv
-	cd tests/stress && ../../$(PY) switch_cycles.py --cycles $(STRESS_CYCLES) --max-seconds 1800
+	cd tests/stress && ../../$(PY) switch_cycles.py --cycles $(STRESS_CYCLES) --max-seconds 3600
+
+# make test-stress-p4rt: bad input to the software switch's P4Runtime server (tests/stress/p4rt_fuzz.py, root):
+# STRESS_MALFORMED malformed requests and STRESS_CHURNS streams opened and dropped against a `dlcp switch run
+# --grpc` process; fails if the switch crashed, a request went unanswered or got INTERNAL, the server stopped
+# serving, or its resident memory grew by 20 MB or more.
+STRESS_MALFORMED ?= 100000
+STRESS_CHURNS    ?= 10000
+
+test-stress-p4rt: venv
+	$(PY) tests/stress/p4rt_fuzz.py --malformed $(STRESS_MALFORMED) --churns $(STRESS_CHURNS) --max-seconds 1800

@@ -62,7 +62,7 @@ class Arbiter:
             raise P4RuntimeError(code, f"device id {msg.device_id} is not this switch's ({self.device_id})")
         if msg.HasField("role") and msg.role.name:
             code = grpc.StatusCode.NOT_FOUND if first else grpc.StatusCode.FAILED_PRECONDITION
-            raise P4RuntimeError(code, f"role {msg.role.name!r}: this switch has only the default role")
+            raise P4RuntimeError(code, f"role {errors.shown(msg.role.name)}: this switch has only the default role")
         if msg.role.HasField("config"):
             raise errors.invalid("role config is not supported (default role, full pipeline access)")
         eid = election_id_of(msg)

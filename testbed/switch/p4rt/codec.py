@@ -27,6 +27,9 @@ def decode_uint(data: bytes, bitwidth: int, what: str) -> int:
     """The unsigned value of a P4Runtime bytestring of a ``bit<bitwidth>`` value."""
     if not data:
         raise errors.out_of_range(f"{what}: empty bytestring")
+    zeros = len(data) - len(data.lstrip(b"\0"))
+    if len(data) - zeros > (bitwidth + 7) // 8:  # too wide whatever it holds: its value is not shown
+        raise errors.out_of_range(f"{what}: a {len(data)}-byte value does not fit in {bitwidth} bits")
     value = int.from_bytes(data, "big")
     if value >> bitwidth:
         raise errors.out_of_range(f"{what}: value {value:#x} does not fit in {bitwidth} bits")

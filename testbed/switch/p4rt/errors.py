@@ -41,3 +41,21 @@ def permission_denied(message: str) -> P4RuntimeError:
 
 def failed_precondition(message: str) -> P4RuntimeError:
     return P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION, message)
+
+
+def resource_exhausted(message: str) -> P4RuntimeError:
+    return P4RuntimeError(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
+
+
+SHOWN_CHARS = 64
+"""A value from a request is shown in an error message up to this many characters (a message is not an echo)."""
+
+
+def shown(value: str | bytes) -> str:
+    """``value`` as an error message quotes it: its repr, cut to :data:`SHOWN_CHARS` with its length said."""
+    text = repr(value[:SHOWN_CHARS])
+    return (
+        text
+        if len(value) <= SHOWN_CHARS
+        else f"{text}... ({len(value)} {'chars' if isinstance(value, str) else 'bytes'})"
+    )

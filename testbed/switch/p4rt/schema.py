@@ -18,6 +18,7 @@ from google.protobuf import text_format
 from google.protobuf.message import Message
 
 from dlcp.testbed.switch import entries
+from dlcp.testbed.switch.p4rt import errors
 
 _MATCH_KINDS = {
     p4i.MatchField.EXACT: entries.MatchKind.EXACT,
@@ -204,7 +205,7 @@ def differences(expected: p4i.P4Info, candidate: p4i.P4Info, limit: int = 5) -> 
         for eid in sorted(want.keys() - got.keys()):
             out.append(f"{label} {want[eid].preamble.name!r} (id {eid}) is missing")
         for eid in sorted(got.keys() - want.keys()):
-            out.append(f"{label} {got[eid].preamble.name!r} (id {eid}) is not in DLCP's program")
+            out.append(f"{label} {errors.shown(got[eid].preamble.name)} (id {eid}) is not in DLCP's program")
         for eid in sorted(want.keys() & got.keys()):
             a, b = type(want[eid])(), type(got[eid])()
             a.CopyFrom(want[eid])
@@ -212,7 +213,7 @@ def differences(expected: p4i.P4Info, candidate: p4i.P4Info, limit: int = 5) -> 
             _strip(a)
             _strip(b)
             if a != b:
-                out.append(f"{label} {got[eid].preamble.name!r} (id {eid}) differs from DLCP's")
+                out.append(f"{label} {errors.shown(got[eid].preamble.name)} (id {eid}) differs from DLCP's")
     if not out and expected.type_info != candidate.type_info:
         out.append("type_info differs from DLCP's")
     return out[:limit]

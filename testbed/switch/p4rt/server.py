@@ -10,23 +10,34 @@ Threads: gRPC's worker pool serves the RPCs; each StreamChannel also has a
 reader thread. One lock serialises writes, reads, pipeline changes and
 arbitration, so the backend is called by one thread at a time and a change of
 primary waits for the write in progress.
+
+Bad input: the server parses requests itself (gRPC hands it the bytes), so a
+request that is not the protobuf it should be gets INVALID_ARGUMENT naming the
+message type, and ends a stream the same way. What one request may ask is
+bounded (``dlcp.switch_limits``: updates in a Write, entities in a Read, a
+table entry's metadata, messages queued to a stream whose client does not
+read); a request above a limit gets RESOURCE_EXHAUSTED (INVALID_ARGUMENT for
+the metadata) naming it, before anything is applied. An error message quotes
+a value from the request only in part (:func:`errors.shown`).
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from finsy.proto import p4i, p4r, p4r_grpc, rpc_code, rpc_status
 from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError, Message
 
+from dlcp import switch_limits as limits
 from dlcp.testbed.switch.entries import TableBackend
 from dlcp.testbed.switch.p4rt import errors, schema
 from dlcp.testbed.switch.p4rt.arbitration import Arbiter, Notice, election_id_of
@@ -37,9 +48,13 @@ log = logging.getLogger(__name__)
 
 P4RUNTIME_API_VERSION = "1.5.0"
 """The P4Runtime version of the protocol files this server is built on (finsy 0.30's)."""
-MAX_STREAMS = 16
-"""Open StreamChannels at most; more get RESOURCE_EXHAUSTED (each holds a worker thread)."""
+MAX_STREAMS = limits.P4RT_MAX_STREAMS
+MAX_WRITE_UPDATES = limits.P4RT_MAX_WRITE_UPDATES
+MAX_READ_ENTITIES = limits.P4RT_MAX_READ_ENTITIES
+MAX_MESSAGE_BYTES = limits.P4RT_MAX_MESSAGE_BYTES
 _WORKERS = 2 * MAX_STREAMS
+_STOP_WAIT_S = 10.0
+"""After the grace time, how long stop() waits for the cancelled calls to end before it gives up on them."""
 _READ_CHUNK = 1000
 """Entities per ReadResponse message."""
 
@@ -52,15 +67,85 @@ class _End:
     """Marks the end of a stream's outgoing queue."""
 
 
+_Item = p4r.StreamMessageResponse | P4RuntimeError | _End
+
+
 @dataclass(eq=False)
 class _Stream:
-    """One StreamChannel: what the server sends it goes through ``out``."""
+    """One StreamChannel: what the server sends it is queued here, and taken by the RPC's handler.
+
+    The queue is bounded by what its client reads. The stream's own reader waits
+    (:meth:`wait_for_room`) while the messages queued, not yet taken by the
+    client, hold more than ``P4RT_MAX_PENDING_STREAM_BYTES``; a message for the
+    stream that comes from elsewhere (an announcement of arbitration) never
+    waits, and a stream with ``P4RT_MAX_PENDING_STREAM_MESSAGES`` queued is
+    cancelled (its client reads nothing).
+    """
 
     peer: str
-    out: queue.Queue[p4r.StreamMessageResponse | P4RuntimeError | _End] = field(default_factory=queue.Queue)
+    cancel: Callable[[], Any] = lambda: None
+    """Cancels the RPC (gRPC's ``context.cancel``)."""
+    items: deque[_Item] = field(default_factory=deque)
+    pending_bytes: int = 0
+    ended: bool = False
+    cond: threading.Condition = field(default_factory=threading.Condition)
+
+    def put(self, item: _Item) -> None:
+        """Queue ``item``; never waits."""
+        overflow = False
+        with self.cond:
+            if self.ended:
+                return
+            if isinstance(item, p4r.StreamMessageResponse):
+                if len(self.items) >= limits.P4RT_MAX_PENDING_STREAM_MESSAGES:
+                    overflow = True
+                    self.ended = True
+                    item = P4RuntimeError(grpc.StatusCode.RESOURCE_EXHAUSTED, "the stream's client reads nothing")
+                else:
+                    self.pending_bytes += item.ByteSize()
+            else:
+                self.ended = True  # an error or the end: nothing after it is sent
+            self.items.append(item)
+            self.cond.notify_all()
+        if overflow:
+            log.warning("stream from %s: %d messages queued and none read: cancelled", self.peer, len(self.items))
+            self.cancel()
 
     def close(self) -> None:
-        self.out.put(_End())
+        self.put(_End())
+
+    def take(self) -> _Item:
+        """The next item to send (waits for one)."""
+        with self.cond:
+            while not self.items:
+                self.cond.wait()
+            return self.items.popleft()
+
+    def sent(self, item: p4r.StreamMessageResponse) -> None:
+        """``item`` went to the client: room for more."""
+        with self.cond:
+            self.pending_bytes -= item.ByteSize()
+            self.cond.notify_all()
+
+    def wait_for_room(self) -> bool:
+        """Wait until the queue holds less than the limit of bytes; False when the stream has ended."""
+        with self.cond:
+            while not self.ended and self.pending_bytes >= limits.P4RT_MAX_PENDING_STREAM_BYTES:
+                self.cond.wait()
+            return not self.ended
+
+
+_Request = TypeVar("_Request", bound=Message)
+
+
+def parse(kind: type[_Request], data: bytes) -> _Request:
+    """The ``kind`` message in ``data``; INVALID_ARGUMENT naming the type when it is not one."""
+    try:
+        return kind.FromString(data)
+    except DecodeError as exc:
+        raise errors.invalid(
+            f"the request is not a valid {kind.DESCRIPTOR.full_name} ({len(data)} bytes): {exc}"
+        ) from None
 
 
 def _status_details(code: grpc.StatusCode, message: str, results: list[P4RuntimeError | None]) -> bytes:
@@ -117,7 +202,9 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):  # type: ignore[misc]
     def _check_role(self, request: p4r.WriteRequest | p4r.ReadRequest | _SetRequest) -> None:
         role_id = getattr(request, "role_id", 0)
         if request.role or role_id:
-            raise errors.not_found(f"role {request.role or role_id!r}: this switch has only the default role")
+            raise errors.not_found(
+                f"role {errors.shown(request.role) if request.role else role_id}: this switch has only the default role"
+            )
 
     def _check_primary(self, request: p4r.WriteRequest | _SetRequest) -> None:
         eid = election_id_of(request)
@@ -239,6 +326,7 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):  # type: ignore[misc]
                     raise errors.unimplemented("DATAPLANE_ATOMIC batches are not supported")
                 if request.atomicity not in (p4r.WriteRequest.CONTINUE_ON_ERROR, p4r.WriteRequest.ROLLBACK_ON_ERROR):
                     raise errors.invalid(f"atomicity {request.atomicity} is unknown")
+                self._check_batch(request.updates)
             except P4RuntimeError as exc:
                 self._abort(context, exc)
             if request.atomicity == p4r.WriteRequest.ROLLBACK_ON_ERROR:
@@ -248,6 +336,24 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):  # type: ignore[misc]
         if any(r is not None for r in results):
             _fail_batch(context, results, "update")
         return p4r.WriteResponse()
+
+    def _check_batch(self, updates: Any) -> None:
+        """A batch within MAX_WRITE_UPDATES (an update writing every cell of a counter counts as its cells)."""
+        cells = 0
+        for u in updates:
+            c = u.entity.counter_entry if u.entity.WhichOneof("entity") == "counter_entry" else None
+            info = self.state.schema.counters.get(c.counter_id) if c is not None and not c.HasField("index") else None
+            cells += info.size if info is not None else 1
+            if cells > MAX_WRITE_UPDATES:
+                raise errors.resource_exhausted(
+                    f"the batch has {len(updates)} updates, writing more than {MAX_WRITE_UPDATES} entries or counter "
+                    f"cells: at most {MAX_WRITE_UPDATES} per Write (split it)"
+                )
+        if self.saved is not None and len(self.since_save) + len(updates) > MAX_WRITE_UPDATES:
+            raise errors.resource_exhausted(
+                f"{len(self.since_save)} updates made since VERIFY_AND_SAVE wait for the COMMIT that replays them "
+                f"(at most {MAX_WRITE_UPDATES}): COMMIT first"
+            )
 
     def _write_one(self, update: p4r.Update) -> P4RuntimeError | None:
         journal = Journal()
@@ -294,26 +400,37 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):  # type: ignore[misc]
                 self._check_device(request.device_id)
                 self._check_role(request)
                 self._check_pipeline()
+                if len(request.entities) > MAX_READ_ENTITIES:
+                    raise errors.resource_exhausted(
+                        f"the read asks for {len(request.entities)} entities: at most {MAX_READ_ENTITIES} (split it)"
+                    )
+                for entity in request.entities:
+                    try:
+                        found.extend(self.state.read(entity))
+                        results.append(None)
+                    except P4RuntimeError as exc:
+                        results.append(exc)
+                    if len(found) > MAX_READ_ENTITIES:
+                        raise errors.resource_exhausted(
+                            f"the read answers more than {MAX_READ_ENTITIES} entities (by its entity "
+                            f"#{len(results) - 1} of {len(request.entities)}): at most {MAX_READ_ENTITIES} per Read "
+                            "(split it)"
+                        )
             except P4RuntimeError as exc:
                 self._abort(context, exc)
-            for entity in request.entities:
-                try:
-                    found.extend(self.state.read(entity))
-                    results.append(None)
-                except P4RuntimeError as exc:
-                    results.append(exc)
         for start in range(0, max(len(found), 1), _READ_CHUNK):
             yield p4r.ReadResponse(entities=found[start : start + _READ_CHUNK])
         if any(r is not None for r in results):
             _fail_batch(context, results, "read request")
 
     def StreamChannel(
-        self, request_iterator: Iterator[p4r.StreamMessageRequest], context: grpc.ServicerContext
+        self, request_iterator: Iterator[bytes], context: grpc.ServicerContext
     ) -> Iterator[p4r.StreamMessageResponse]:
-        stream = _Stream(context.peer())
+        """A stream; its requests come as bytes, parsed one by one (a message that does not parse ends it)."""
+        stream = _Stream(context.peer(), context.cancel)
         with self.lock:
             if len(self.streams) >= MAX_STREAMS:
-                self._abort(context, P4RuntimeError(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many streams"))
+                self._abort(context, errors.resource_exhausted(f"too many streams: at most {MAX_STREAMS} at a time"))
             self.streams.add(stream)
         log.info("stream opened by %s", stream.peer)
         context.add_callback(stream.close)
@@ -323,21 +440,30 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):  # type: ignore[misc]
         reader.start()
         try:
             while True:
-                item = stream.out.get()
+                item = stream.take()
                 if isinstance(item, _End):
                     return
                 if isinstance(item, P4RuntimeError):
                     self._abort(context, item)
                 else:
                     yield item
+                    stream.sent(item)
         finally:
             self._drop(stream)
+            stream.close()  # the reader, should it wait for room, ends too
 
-    def _read_stream(self, stream: _Stream, requests: Iterator[p4r.StreamMessageRequest]) -> None:
+    def _read_stream(self, stream: _Stream, requests: Iterator[bytes]) -> None:
         try:
-            for msg in requests:
+            while stream.wait_for_room():
+                data = next(requests, None)
+                if data is None:
+                    return
+                msg = parse(p4r.StreamMessageRequest, data)
                 if not self._on_stream_message(stream, msg):
                     return
+        except P4RuntimeError as exc:
+            log.info("stream from %s refused: %s: %s", stream.peer, exc.code.name, exc.message)
+            stream.put(exc)
         except Exception as exc:  # the RPC was cancelled or the client went away
             log.debug("stream from %s ended: %r", stream.peer, exc)
         finally:
@@ -352,7 +478,7 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):  # type: ignore[misc]
                 try:
                     self._deliver(self.arbiter.update(stream, msg.arbitration))
                 except P4RuntimeError as exc:
-                    stream.out.put(exc)
+                    stream.put(exc)
                     self._deliver(self.arbiter.remove(stream))
                     return False
                 return True
@@ -366,7 +492,7 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):  # type: ignore[misc]
         else:
             error.message = f"stream message {kind} is not supported"
             error.other.SetInParent()
-        stream.out.put(p4r.StreamMessageResponse(error=error))
+        stream.put(p4r.StreamMessageResponse(error=error))
         return True
 
     def _drop(self, stream: _Stream) -> None:
@@ -381,7 +507,7 @@ class P4RuntimeServicer(p4r_grpc.P4RuntimeServicer):  # type: ignore[misc]
     def _deliver(notices: list[Notice]) -> None:
         for stream, msg in notices:
             assert isinstance(stream, _Stream)
-            stream.out.put(msg)
+            stream.put(msg)
 
 
 class P4RuntimeServer:
@@ -394,8 +520,13 @@ class P4RuntimeServer:
         self.port = port
 
     def stop(self, grace: float | None = 0.5) -> None:
-        """Stop serving: open streams and calls are cancelled after ``grace`` seconds."""
-        self._server.stop(grace).wait()
+        """Stop serving: open streams and calls are cancelled after ``grace`` seconds.
+
+        Returns once the calls ended, or a bounded time after the grace (a call gRPC
+        never ends must not keep a switch from stopping; it is logged).
+        """
+        if not self._server.stop(grace).wait((grace or 0.0) + _STOP_WAIT_S):
+            log.warning("P4Runtime server on port %d: calls still open %.0f s after the stop", self.port, _STOP_WAIT_S)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the server stops (or ``timeout``); True if it stopped."""
@@ -406,6 +537,50 @@ class P4RuntimeServer:
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
+
+
+_SERVICE = "p4.v1.P4Runtime"
+
+
+def _unary(method: Callable[[Any, grpc.ServicerContext], Any], kind: type[Message]) -> Callable[..., Any]:
+    """``method`` called with the request parsed from its bytes (INVALID_ARGUMENT when it does not parse)."""
+
+    def call(data: bytes, context: grpc.ServicerContext) -> Any:
+        try:
+            request = parse(kind, data)
+        except P4RuntimeError as exc:
+            P4RuntimeServicer._abort(context, exc)
+        return method(request, context)
+
+    return call
+
+
+def _handlers(servicer: P4RuntimeServicer) -> dict[str, grpc.RpcMethodHandler]:
+    """The P4Runtime service's methods on ``servicer``, taking the request's bytes (parsed by :func:`parse`)."""
+    unary = grpc.unary_unary_rpc_method_handler
+    return {
+        "Write": unary(
+            _unary(servicer.Write, p4r.WriteRequest), response_serializer=p4r.WriteResponse.SerializeToString
+        ),
+        "Read": grpc.unary_stream_rpc_method_handler(
+            _unary(servicer.Read, p4r.ReadRequest), response_serializer=p4r.ReadResponse.SerializeToString
+        ),
+        "SetForwardingPipelineConfig": unary(
+            _unary(servicer.SetForwardingPipelineConfig, _SetRequest),
+            response_serializer=p4r.SetForwardingPipelineConfigResponse.SerializeToString,
+        ),
+        "GetForwardingPipelineConfig": unary(
+            _unary(servicer.GetForwardingPipelineConfig, _GetRequest),
+            response_serializer=p4r.GetForwardingPipelineConfigResponse.SerializeToString,
+        ),
+        "StreamChannel": grpc.stream_stream_rpc_method_handler(
+            servicer.StreamChannel, response_serializer=p4r.StreamMessageResponse.SerializeToString
+        ),
+        "Capabilities": unary(
+            _unary(servicer.Capabilities, p4r.CapabilitiesRequest),
+            response_serializer=p4r.CapabilitiesResponse.SerializeToString,
+        ),
+    }
 
 
 def start_server(
@@ -425,9 +600,10 @@ def start_server(
     servicer = P4RuntimeServicer(backend, device_id, p4info)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="p4rt"),
-        options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 64 << 20)],
+        options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)],
     )
-    p4r_grpc.add_P4RuntimeServicer_to_server(servicer, server)
+    handlers = _handlers(servicer)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE, handlers),))
     try:
         port = server.add_insecure_port(address)
     except RuntimeError as exc:

@@ -21,6 +21,7 @@ from typing import Any
 import grpc
 from finsy.proto import p4r
 
+from dlcp import switch_limits as limits
 from dlcp.testbed.switch import entries
 from dlcp.testbed.switch.entries import Op
 from dlcp.testbed.switch.p4rt import codec, errors
@@ -178,6 +179,11 @@ class SwitchState:
                 raise errors.invalid(f"table {table.name} has no direct counter or meter ({name} is set)")
         if te.idle_timeout_ns:
             raise errors.invalid(f"table {table.name} does not support idle timeout")
+        if len(te.metadata) > limits.P4RT_MAX_ENTRY_METADATA_BYTES:
+            raise errors.invalid(
+                f"table {table.name}: metadata of {len(te.metadata)} bytes; at most "
+                f"{limits.P4RT_MAX_ENTRY_METADATA_BYTES} (the switch keeps it with the entry)"
+            )
         if te.is_default_action:
             self._default_entry(op, table, te, journal)
             return
