@@ -270,7 +270,8 @@ def run_way(
     extra = [
         "--model", cfg.model, "--epochs", str(cfg.epochs), "--samples", str(cfg.train_samples),
         "--batch-size", str(cfg.batch_size), "--lr", str(cfg.lr), "--seed", str(cfg.seed),
-        "--eval-every", str(cfg.eval_every), "--loss-bound", str(cfg.loss_bound),
+        "--eval-every", str(cfg.eval_every), "--loss-bound", str(cfg.loss_bound), "--width", str(cfg.width),
+        "--bucket-mb", str(cfg.bucket_mb), *(() if cfg.gc_freeze else ("--no-gc-freeze",)),
     ]  # fmt: skip
     watch = CpuWatch(tb)
     traffic = _start_traffic(tb, traffic_s, folder) if traffic_s > 0 else None

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dlcp.models import MODELS
+
 log = logging.getLogger(__name__)
 
 
@@ -123,7 +125,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="only this one (repeatable; default incast, loss and leaf-spine)",
     )  # fmt: skip
     bb.add_argument("--samples", type=int, default=4096, help="training samples (one epoch)")
-    bb.add_argument("--model", choices=("mlp", "mlp-wide"), default="mlp-wide", help="model (dlcp train --model)")
+    bb.add_argument(
+        "--model", choices=tuple(MODELS), default="mlp-wide",
+        help="model (dlcp train --model) of the scenarios that do not name their own (incast-resnet: resnet18)",
+    )  # fmt: skip
     bb.add_argument("--loss-bound", type=float, default=0.02, help="loss bound of DLCP's gradient messages")
     bb.add_argument("--eval-every", type=int, default=5, help="iterations between accuracy measurements (the curve)")
     bb.add_argument(
