@@ -73,11 +73,12 @@ class Timeline:
         return {"events": [list(e) for e in self.events], "dropped": self.dropped}
 
 
-def front_bucket_waits(events: list[list[Any]] | list[tuple[Any, ...]]) -> list[float | None]:
-    """Per iteration (``iter`` events, in order): how long it waited for its front layers' bucket, from DDP
-    handing the bucket over to its sum being ready (the ``bucket`` event's ``done - handed``: the wait behind
-    earlier buckets in the hook's thread included), or None where the iteration has no bucket event (gloo's
-    hook records none).
+def front_bucket_waits(events: list[list[Any]] | list[tuple[Any, ...]]) -> list[tuple[float, float] | None]:
+    """Per iteration (``iter`` events, in order): ``(wait, queued)``, how long it waited for its front layers'
+    bucket from DDP handing the bucket over to its sum being ready (the ``bucket`` event's ``done - handed``),
+    and how much of that the bucket spent queued in the hook's thread behind earlier buckets before its own
+    exchange started (``started - handed``); None where the iteration has no bucket event (gloo's hook records
+    none).
 
     An iteration's buckets are those handed over between its start and its end; its front layers' bucket is the
     one holding the front-most layer (the lowest ``layer``). DDP hands the buckets over in the order their
@@ -85,17 +86,17 @@ def front_bucket_waits(events: list[list[Any]] | list[tuple[Any, ...]]) -> list[
     pass starts with the layers it holds.
     """
     iters = [(e[1], e[4]) for e in events if e[0] == "iter"]
-    buckets = sorted((e[1], e[3], e[5]) for e in events if e[0] == "bucket")
-    out: list[float | None] = []
+    buckets = sorted((e[1], e[2], e[3], e[5]) for e in events if e[0] == "bucket")
+    out: list[tuple[float, float] | None] = []
     i = 0
     for start, end in iters:
         while i < len(buckets) and buckets[i][0] < start:
             i += 1
-        front: tuple[float, float, int] | None = None
+        front: tuple[float, float, float, int] | None = None
         j = i
         while j < len(buckets) and buckets[j][0] <= end:
-            if front is None or buckets[j][2] < front[2]:
+            if front is None or buckets[j][3] < front[3]:
                 front = buckets[j]
             j += 1
-        out.append(None if front is None else front[1] - front[0])
+        out.append(None if front is None else (front[2] - front[0], front[1] - front[0]))
     return out

@@ -372,18 +372,23 @@ def run(cfg: TrainConfig, *, checked: bool = False) -> dict[str, Any]:
 
 def _front_waits(per_rank: list[dict[str, Any]], n: int, skipped: set[int]) -> dict[str, Any]:
     """The wait for the front layers' bucket (:func:`dlcp.host.timeline.front_bucket_waits`): per iteration the
-    slowest rank's, and their median and 99th percentile over the iterations the iteration times count; empty
-    where no rank recorded buckets (gloo)."""
+    slowest rank's (and the part of it that rank's bucket spent queued in the hook's thread), their medians and
+    the wait's 99th percentile over the iterations the iteration times count; empty where no rank recorded
+    buckets (gloo)."""
     waits = [front_bucket_waits(r["timeline"]["events"]) for r in per_rank if "timeline" in r]
-    per_iter = [[w[i] for w in waits if i < len(w) and w[i] is not None] for i in range(n)]
-    slowest = [max(v) if v else None for v in per_iter]
+    slowest: list[tuple[float, float] | None] = []
+    for i in range(n):
+        found = [w[i] for w in waits if i < len(w) and w[i] is not None]
+        slowest.append(max(found) if found else None)  # type: ignore[type-var]
     kept = [v for i, v in enumerate(slowest) if v is not None and i not in skipped]
     if not kept:
         return {}
     return {
-        "front_wait_s": slowest, "front_wait_p50_s": float(np.percentile(kept, 50)),
-        "front_wait_p99_s": float(np.percentile(kept, 99)),
-    }  # fmt: skip
+        "front_wait_s": [None if v is None else v[0] for v in slowest],
+        "front_wait_p50_s": float(np.percentile([v[0] for v in kept], 50)),
+        "front_wait_p99_s": float(np.percentile([v[0] for v in kept], 99)),
+        "front_queued_p50_s": float(np.percentile([v[1] for v in kept], 50)),
+    }
 
 
 def summarize(cfg: TrainConfig, per_rank: list[dict[str, Any]]) -> dict[str, Any]:
