@@ -174,7 +174,10 @@ class Scenario:
             links.append(bottleneck)
         jobs = []
         for mode in ("ps", "ring"):
-            kinds = [(FEATURES_ON[mode], True, {}), (FEATURES_OFF[mode], False, {})]
+            kinds: list[tuple[int, bool, dict[str, Any]]] = [
+                (FEATURES_ON[mode], True, {}),
+                (FEATURES_OFF[mode], False, {}),
+            ]
             if self.one_class_jobs:
                 kinds.append((ONE_CLASS[mode], True, ONE_CLASS_POLICY))
             for job_id, features, policy in kinds:

@@ -169,6 +169,7 @@ def ratios(scenario: str, runs: Runs, goals: Mapping[str, Goal] | None = None) -
         add(f"p99_{vs}", mode, BASELINE, p99, note)
         add(f"tta_{vs}", mode, BASELINE, tta, note)
         add(f"accuracy_dlcp_{label}_minus_gloo_allreduce", mode, BASELINE, acc, note)
+
     def front(x: Row, y: Row, _t: float | None) -> float:
         return float(x["front_wait_p50_s"] / y["front_wait_p50_s"])
 
