@@ -1,0 +1,77 @@
+"""The DDP hook's exchange order (dlcp.host.shim.bucket_order): the front layers' bucket moved up, the same on
+every rank whatever the timing."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from dlcp.host.shim.bucket_order import BucketOrder
+
+
+def _iteration(order: BucketOrder, buckets: int, ran: list[int], gaps: float = 0.0) -> None:
+    for i in range(buckets):
+        order.submit(lambda i=i: ran.append(i), last=i == buckets - 1)
+        time.sleep(gaps)
+
+
+@pytest.mark.parametrize(
+    ("front_after", "buckets", "expected"),
+    [
+        (2, 5, [0, 1, 4, 2, 3]),
+        (1, 5, [0, 4, 1, 2, 3]),
+        (0, 5, [0, 1, 2, 3, 4]),  # DDP's order
+        (2, 2, [0, 1]),
+        (2, 3, [0, 1, 2]),
+        (3, 2, [0, 1]),  # fewer buckets than front_after: the last one comes in its place
+        (2, 1, [0]),
+    ],
+)
+@pytest.mark.parametrize("gaps", [0.0, 0.002])
+def test_the_front_layers_bucket_goes_after_the_first_ones_whenever_it_is_handed_over(
+    front_after: int, buckets: int, expected: list[int], gaps: float
+) -> None:
+    """Handed over all at once or one by one (the thread then waits for the front layers' bucket): one order."""
+    order = BucketOrder(front_after)
+    ran: list[int] = []
+    try:
+        for _ in range(3):  # each iteration starts afresh
+            _iteration(order, buckets, ran, gaps)
+            deadline = time.monotonic() + 5
+            while len(ran) % buckets and time.monotonic() < deadline:
+                time.sleep(0.001)
+    finally:
+        order.shutdown()
+    assert ran == expected * 3
+
+
+def test_the_thread_waits_for_the_front_layers_bucket_and_runs_the_rest_at_shutdown() -> None:
+    order = BucketOrder(1)
+    ran: list[int] = []
+    started = threading.Event()
+    order.submit(lambda: (ran.append(0), started.set()), last=False)
+    order.submit(lambda: ran.append(1), last=False)
+    assert started.wait(5)
+    time.sleep(0.05)
+    assert ran == [0], "bucket 1 waits: the front layers' bucket goes second"
+    order.shutdown()  # it will not come: the rest run in arrival order
+    assert ran == [0, 1]
+    with pytest.raises(RuntimeError, match="shut down"):
+        order.submit(lambda: None)
+    with pytest.raises(ValueError, match="front_after"):
+        BucketOrder(-1)
+
+
+def test_a_job_that_raises_does_not_stop_the_thread() -> None:
+    order = BucketOrder(0)
+    ran: list[int] = []
+
+    def bad() -> None:
+        raise RuntimeError("boom")
+
+    order.submit(bad)
+    order.submit(lambda: ran.append(1))
+    order.shutdown()
+    assert ran == [1]
