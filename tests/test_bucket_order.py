@@ -75,3 +75,47 @@ def test_a_job_that_raises_does_not_stop_the_thread() -> None:
     order.submit(lambda: ran.append(1))
     order.shutdown()
     assert ran == [1]
+
+
+@pytest.mark.parametrize(("classes", "expected"), [(8, [50, 40, 0, 30, 20]), (2, [50, 40, 30, 20, 0])])
+def test_the_hook_exchanges_the_front_layers_bucket_third_unless_the_policy_has_one_class(
+    classes: int, expected: list[int]
+) -> None:
+    """Two ranks hand five buckets over in DDP's order (the last layers first); each bucket's sum is right, and
+    the hook's thread starts them in the moved order, or in DDP's with one data class (all layers equal)."""
+    import torch
+
+    from dlcp.config import TransportConfig
+    from dlcp.host.collectives import Collectives
+    from dlcp.host.local import local_endpoints, run_ranks
+    from dlcp.host.session import Session
+    from dlcp.host.shim.torch import DLCPState
+    from dlcp.host.timeline import Timeline
+    from dlcp.policy import Policy
+
+    world, layers = 2, [50, 40, 30, 20, 0]
+    eps = local_endpoints(world, transport=TransportConfig(port=0, payload_bytes=1024))
+    sessions = [Session(None, ep, Collectives(ep, world, Policy(num_classes=classes))) for ep in eps]  # type: ignore[arg-type]
+    states = [DLCPState(s) for s in sessions]
+    for st in states:
+        st.num_layers, st.timeline = 64, Timeline()
+
+    def rank(r: int) -> list[torch.Tensor]:
+        futures = [
+            states[r].submit(torch.full((3000,), float(r + 1 + i)), layer, ("bucket", i), last=i == len(layers) - 1)
+            for i, layer in enumerate(layers)
+        ]
+        return [f.wait() for f in futures]
+
+    try:
+        out = run_ranks(rank, world)
+    finally:
+        for st, s in zip(states, sessions, strict=True):
+            st.close()  # the thread records a bucket after its future completes: closed, all are recorded
+            s.close()
+    for r in range(world):
+        for i in range(len(layers)):
+            assert torch.equal(out[r][i], torch.full((3000,), 1.5 + i)), "the mean of 1+i and 2+i"
+    for st in states:
+        buckets = [e for e in st.timeline.events if e[0] == "bucket"]  # type: ignore[union-attr]
+        assert [e[5] for e in sorted(buckets, key=lambda e: e[2])] == expected
