@@ -9,7 +9,7 @@ only on DDP's bucket order, which every rank shares, never on timing, so every r
 
 ``k`` trades the front layers' wait against idle time: the thread waits for the front layers' bucket once the
 first ``k`` exchanges are done, so ``k`` must cover the rest of the backward pass. ``k = 2``: on the testbed's
-incast star with ``resnet18`` (5 buckets) the front layers' bucket then waited 30-46% less, and the thread
+incast star with ``resnet18`` (5 buckets) the front layers' bucket then waited 29-47% less, and the thread
 waited for it in few iterations but 10.5-11.5 ms per ring iteration on average, which put the ring's p50 3-7%
 above DDP's order (docs/results.md). ``k = 0`` keeps DDP's order (what a job with one priority class runs: all
 layers equal).
