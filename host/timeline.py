@@ -33,7 +33,7 @@ from typing import Any
 
 from dlcp.message import MessageSpec
 
-__all__ = ["DEFAULT_LIMIT", "Timeline", "label"]
+__all__ = ["DEFAULT_LIMIT", "Timeline", "front_bucket_waits", "label"]
 
 DEFAULT_LIMIT = 1 << 18
 """Events kept per rank: about 40 MB of tuples at most, hours of the testbed's jobs."""
@@ -71,3 +71,32 @@ class Timeline:
     def as_dict(self) -> dict[str, Any]:
         """JSON data: ``{"events": [[name, t, ...], ...], "dropped": n}``."""
         return {"events": [list(e) for e in self.events], "dropped": self.dropped}
+
+
+def front_bucket_waits(events: list[list[Any]] | list[tuple[Any, ...]]) -> list[tuple[float, float] | None]:
+    """Per iteration (``iter`` events, in order): ``(wait, queued)``, how long it waited for its front layers'
+    bucket from DDP handing the bucket over to its sum being ready (the ``bucket`` event's ``done - handed``),
+    and how much of that the bucket spent queued in the hook's thread behind earlier buckets before its own
+    exchange started (``started - handed``); None where the iteration has no bucket event (gloo's hook records
+    none).
+
+    An iteration's buckets are those handed over between its start and its end; its front layers' bucket is the
+    one holding the front-most layer (the lowest ``layer``). DDP hands the buckets over in the order their
+    gradients are ready, the last layers first, so the front layers' bucket comes last, and the next forward
+    pass starts with the layers it holds.
+    """
+    iters = [(e[1], e[4]) for e in events if e[0] == "iter"]
+    buckets = sorted((e[1], e[2], e[3], e[5]) for e in events if e[0] == "bucket")
+    out: list[tuple[float, float] | None] = []
+    i = 0
+    for start, end in iters:
+        while i < len(buckets) and buckets[i][0] < start:
+            i += 1
+        front: tuple[float, float, float, int] | None = None
+        j = i
+        while j < len(buckets) and buckets[j][0] <= end:
+            if front is None or buckets[j][3] < front[3]:
+                front = buckets[j]
+            j += 1
+        out.append(None if front is None else (front[2] - front[0], front[1] - front[0]))
+    return out

@@ -1,12 +1,14 @@
 """``dlcp train``: real multi-process data-parallel training on CPU, gloo or DLCP.
 
-The task is deterministic and needs no download: a 10-class Gaussian-mixture
-classification problem in 64 dimensions, generated from the seed (class means
-on a sphere, isotropic noise), with a held-out test set. Three models: ``mlp``
-(~50k parameters), ``mlp-wide`` (~600k parameters, 2.4 MB of gradients: what
-the testbed's bench trains, so that a loss bound covers packets) and
-``mlp-large`` (~10.5M parameters, so communication matters on loopback). Every
-worker starts from the same weights (seeded), trains on its shard of each batch
+The models are :data:`dlcp.models.MODELS`: three MLPs, ``mlp`` (~50k parameters),
+``mlp-wide`` (~600k parameters, 2.4 MB of gradients: what the testbed's bench
+trains, so that a loss bound covers packets) and ``mlp-large`` (~10.5M
+parameters, so communication matters on loopback); a ResNet (``resnet18``,
+width set by ``--width``) and a GPT-style transformer (``gpt``). Each trains on
+its family's synthetic task (:mod:`dlcp.host.tasks`), deterministic from the
+seed and downloaded from nowhere, with a held-out test set; the accuracy is
+top-1 (next-token top-1 for ``gpt``). Every worker starts from the same weights
+(seeded), trains on its shard of each batch
 with SGD + momentum under DDP, and the gradients are summed by gloo's
 all-reduce (``--backend gloo``; with ``--mode ps`` a parameter server over
 gloo's TCP point-to-point, :mod:`dlcp.host.gloo_ps`) or by DLCP's hook.
@@ -14,7 +16,6 @@ gloo's TCP point-to-point, :mod:`dlcp.host.gloo_ps`) or by DLCP's hook.
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
 from dataclasses import asdict, dataclass
@@ -23,21 +24,21 @@ from typing import Any
 
 import numpy as np
 
-from dlcp import checks, resources
+from dlcp import checks, models, resources
 from dlcp.config import DLCPConfig, TransportConfig, check_payload_bytes
 from dlcp.config import load as load_config
 from dlcp.host.launch import spawn
 from dlcp.host.launch_env import LaunchEnv
 from dlcp.host.loss import LossSpec
-from dlcp.host.timeline import Timeline
+from dlcp.host.shim.gcfreeze import freeze_after_setup
+from dlcp.host.tasks import make as make_task_of
+from dlcp.host.tasks import sample_bytes
+from dlcp.host.timeline import Timeline, front_bucket_waits
 from dlcp.host.traffic import DLCPCounters, dlcp_bytes_sent, tcp_bytes_sent
 from dlcp.policy import KindPolicy, Policy
 from dlcp.protocol import MessageKind
 
 log = logging.getLogger(__name__)
-
-MODELS = {"mlp": (256, 128), "mlp-wide": (1024, 512), "mlp-large": (3200, 3200)}
-DIM, CLASSES = 64, 10
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,8 @@ class TrainConfig:
     loss_bound: float = 0.01
     inject_loss: float = 0.0
     train_samples: int = 8192
-    test_samples: int = 2048
+    test_samples: int = 0
+    """Held-out samples of the final accuracy (0: the model's own, :attr:`dlcp.models.ModelSpec.test_samples`)."""
     seed: int = 0
     payload_bytes: int = 8192
     pull_bound: float | None = None
@@ -61,14 +63,27 @@ class TrainConfig:
     eval_every: int = 0
     """Rank 0 measures test accuracy every this many iterations (0: only at the end), for accuracy over time;
     the iteration after each measurement is left out of the iteration-time statistics (the others waited)."""
-    eval_samples: int = 512
-    """Test samples of each measurement during training (at most the test set)."""
+    eval_samples: int = 0
+    """Test samples of each measurement during training (at most the test set; 0: the model's own)."""
+    width: int = 0
+    """``--width``: the ResNet's first-stage channels or the GPT's embedding width (0: the model's own)."""
+    bucket_mb: float = 0.0
+    """``--bucket-mb``: DDP's bucket cap in MB (0: the model's own, :attr:`dlcp.models.ModelSpec.bucket_mb`)."""
+    gc_freeze: bool = True
+    """Freeze what set-up built out of the garbage collector's reach before training
+    (:func:`dlcp.host.shim.gcfreeze.freeze_after_setup`); false: ``--no-gc-freeze``."""
 
     def __post_init__(self) -> None:
         checks.at_least("--workers", self.workers, 1)
         checks.one_of("--mode", self.mode, ("ring", "ps"))
         checks.one_of("--backend", self.backend, ("dlcp", "gloo"))
-        checks.one_of("--model", self.model, MODELS)
+        checks.one_of("--model", self.model, models.MODELS)
+        try:
+            models.check_width(self.spec, self.width)
+        except ValueError as exc:
+            raise checks.BadValue("--width", self.width, str(exc).removeprefix("--width ")) from None
+        if self.bucket_mb:
+            checks.positive("--bucket-mb", self.bucket_mb)
         checks.at_least("--epochs", self.epochs, 1)
         checks.at_least("--batch-size", self.batch_size, 1)
         checks.positive("--lr", self.lr)
@@ -80,13 +95,31 @@ class TrainConfig:
             "--samples", self.train_samples, self.workers * self.batch_size,
             note=f"one step: {self.workers} workers x {self.batch_size} samples per batch (--batch-size)",
         )  # fmt: skip
-        checks.at_least("test_samples", self.test_samples, 1)
+        checks.at_least("test_samples", self.test_samples, 0)
         checks.seed("--seed", self.seed)
         check_payload_bytes("payload_bytes", self.payload_bytes)
         if self.pull_bound is not None:
             checks.fraction("pull_bound", self.pull_bound)
         checks.at_least("--eval-every", self.eval_every, 0)
-        checks.at_least("eval_samples", self.eval_samples, 1)
+        checks.at_least("eval_samples", self.eval_samples, 0)
+
+    @property
+    def spec(self) -> models.ModelSpec:
+        return models.MODELS[self.model]
+
+    @property
+    def n_test(self) -> int:
+        """Held-out samples of the final accuracy (the model's own number where ``test_samples`` is 0)."""
+        return self.test_samples or self.spec.test_samples
+
+    @property
+    def n_eval(self) -> int:
+        """Held-out samples of each measurement during training, at most the test set."""
+        return min(self.eval_samples or self.spec.eval_samples, self.n_test)
+
+    @property
+    def bucket_cap_mb(self) -> float:
+        return self.bucket_mb or self.spec.bucket_mb
 
     @property
     def iterations(self) -> int:
@@ -98,26 +131,23 @@ WARMUP_ITERATIONS = 2
 """Iterations left out of the iteration-time statistics (p50, p99) of every backend: set-up, not training."""
 
 
-def param_count(model: str) -> int:
-    h1, h2 = MODELS[model]
-    return (DIM + 1) * h1 + (h1 + 1) * h2 + (h2 + 1) * CLASSES
+def param_count(model: str, width: int = 0) -> int:
+    """Parameters of ``model`` at ``width`` (0: its own; :func:`dlcp.models.param_count`)."""
+    return models.param_count(model, width)
 
 
 _WORKER_BYTES = resources.WORKER_BASE_BYTES + (100 << 20)
 """A training worker before its model and data: the bench's worker plus DDP and autograd (381 MB measured, mlp)."""
 _BYTES_PER_PARAM = 4 * 14
 """float32 parameters, gradients, momentum, DDP's buckets and DLCP's buffers (805 MB measured, mlp-large)."""
-_BYTES_PER_SAMPLE = 20 * DIM
-"""The task as float32 plus its float64 draft while it is made."""
 
 
 def check(cfg: TrainConfig) -> None:
     """What ``cfg`` asks of this machine, before any process starts: refuse what cannot work, warn what will cost."""
     resources.check_workers("--workers", cfg.workers)
-    h1, h2 = MODELS[cfg.model]
-    activations = cfg.batch_size * (DIM + h1 + h2 + CLASSES) * 4 * 4
-    model = _BYTES_PER_PARAM * param_count(cfg.model) + activations
-    data = _BYTES_PER_SAMPLE * (cfg.train_samples + cfg.test_samples)
+    activations = cfg.batch_size * models.activation_floats(cfg.model, cfg.width) * 4
+    model = _BYTES_PER_PARAM * param_count(cfg.model, cfg.width) + activations
+    data = sample_bytes(cfg.spec) * (cfg.train_samples + cfg.n_test)
     need = cfg.workers * (_WORKER_BYTES + model + data)
     g = resources.gbytes
     breakdown = f"{cfg.workers} workers x ({g(_WORKER_BYTES)} + {g(model)} for {cfg.model} + {g(data)} of samples)"
@@ -127,34 +157,41 @@ def check(cfg: TrainConfig) -> None:
         resources.check_memory("--workers", cfg.workers, need, breakdown)
 
 
-def make_task(seed: int, n_train: int, n_test: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The deterministic synthetic classification task: (x_train, y_train, x_test, y_test)."""
-    rng = np.random.default_rng(seed)
-    means = rng.standard_normal((CLASSES, DIM))
-    means *= 3.0 / np.linalg.norm(means, axis=1, keepdims=True)
-
-    def draw(n: int) -> tuple[np.ndarray, np.ndarray]:
-        y = rng.integers(0, CLASSES, n)
-        x = means[y] + rng.standard_normal((n, DIM)) * 1.1
-        return x.astype(np.float32), y.astype(np.int64)
-
-    x_tr, y_tr = draw(n_train)
-    x_te, y_te = draw(n_test)
-    return x_tr, y_tr, x_te, y_te
+def make_task(cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The model's deterministic synthetic task (:mod:`dlcp.host.tasks`): (x_train, y_train, x_test, y_test)."""
+    return make_task_of(cfg.spec, cfg.seed, cfg.train_samples, cfg.n_test)
 
 
-def make_model(name: str, seed: int) -> Any:
+def make_model(cfg: TrainConfig) -> Any:
+    """The model, with the same weights on every rank (seeded)."""
     import torch
 
-    torch.manual_seed(seed)
-    h1, h2 = MODELS[name]
-    return torch.nn.Sequential(
-        torch.nn.Linear(DIM, h1),
-        torch.nn.ReLU(),
-        torch.nn.Linear(h1, h2),
-        torch.nn.ReLU(),
-        torch.nn.Linear(h2, CLASSES),
-    )
+    torch.manual_seed(cfg.seed)
+    return models.build(cfg.model, cfg.width)
+
+
+def objective(logits: Any, y: Any) -> Any:
+    """Cross-entropy over every prediction: one per sample, or one per token (``gpt``'s ``(batch, tokens, vocab)``)."""
+    from torch.nn import functional as F
+
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def accuracy_of(model: Any, x: np.ndarray, y: np.ndarray, batch: int = 256) -> float:
+    """Top-1 accuracy of ``model`` on ``(x, y)`` (every token's next-token prediction for ``gpt``), in eval mode
+    (batch norm uses its running statistics) and in batches, then back to training mode."""
+    import torch
+
+    was_training = model.training
+    model.eval()
+    right = total = 0
+    with torch.no_grad():
+        for lo in range(0, len(x), batch):
+            pred = model(torch.from_numpy(x[lo : lo + batch])).argmax(dim=-1).numpy()
+            right += int((pred == y[lo : lo + batch]).sum())
+            total += pred.size
+    model.train(was_training)
+    return right / max(1, total)
 
 
 def policy_for(cfg: TrainConfig) -> Policy:
@@ -201,9 +238,9 @@ def _rank_main(
     if where.store_scope:
         store = dist.PrefixStore(where.store_scope, store)
     dist.init_process_group("gloo", store=dist.PrefixStore("gloo", store), rank=rank, world_size=world)
-    x_tr, y_tr, x_te, y_te = make_task(cfg.seed, cfg.train_samples, cfg.test_samples)
-    model = make_model(cfg.model, cfg.seed)
-    ddp = DDP(model)
+    x_tr, y_tr, x_te, y_te = make_task(cfg)
+    model = make_model(cfg)
+    ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb)
     state = None
     session = None
     timeline = Timeline()
@@ -233,25 +270,19 @@ def _rank_main(
 
         ddp.register_comm_hook(None, gloo_ps_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=cfg.lr, momentum=0.9)
-    lossf = torch.nn.CrossEntropyLoss()
     rng = np.random.default_rng(cfg.seed + 1)  # the same shuffle on every rank
     global_batch = cfg.batch_size * world
     steps = cfg.train_samples // global_batch
     times: list[float] = []
     skipped: list[int] = []
     curve: list[tuple[float, int, float]] = []
-    x_eval, y_eval = torch.from_numpy(x_te[: cfg.eval_samples]), y_te[: cfg.eval_samples]
-
-    def accuracy_now() -> float:
-        with torch.no_grad():
-            return float((model(x_eval).argmax(dim=1).numpy() == y_eval).mean())
+    x_eval, y_eval = x_te[: cfg.n_eval], y_te[: cfg.n_eval]
 
     # Everything built so far (torch's modules, the model, the task, the session) lives as long as the run:
     # frozen, a full collection walks only what the iterations allocate. Unfrozen, one took 16-90 ms here,
     # holding the GIL and with it DLCP's receive thread (docs/transport.md); gloo's threads run in C++ and
-    # lose less to it, but both backends train the same way.
-    gc.collect()
-    gc.freeze()
+    # lose less to it, but both backends train the same way (--no-gc-freeze: neither freezes).
+    frozen = freeze_after_setup(cfg.gc_freeze)
     # What this rank sends while it trains (not the set-up before, nor the evaluation after).
     tcp_before = tcp_bytes_sent()
     dlcp_before = DLCPCounters.of(session.endpoint) if session is not None else DLCPCounters()
@@ -263,9 +294,9 @@ def _rank_main(
             xb, yb = torch.from_numpy(x_tr[idx]), torch.from_numpy(y_tr[idx])
             start, t_start = time.perf_counter(), time.monotonic()
             opt.zero_grad()
-            objective = lossf(ddp(xb), yb)
+            value = objective(ddp(xb), yb)
             t_fwd = time.monotonic()
-            objective.backward()
+            value.backward()
             t_bwd = time.monotonic()
             opt.step()
             times.append(time.perf_counter() - start)
@@ -273,7 +304,7 @@ def _rank_main(
             if cfg.eval_every and len(times) % cfg.eval_every == 0:
                 skipped.append(len(times))  # the next iteration waits for rank 0's measurement
                 if rank == 0:
-                    curve.append((time.perf_counter() - t0, len(times), accuracy_now()))
+                    curve.append((time.perf_counter() - t0, len(times), accuracy_of(model, x_eval, y_eval)))
     train_s = time.perf_counter() - t0
     tcp_after = tcp_bytes_sent()
     dlcp_sent = (DLCPCounters.of(session.endpoint) if session is not None else DLCPCounters()) - dlcp_before
@@ -285,9 +316,7 @@ def _rank_main(
     before_resync = sample()
     if state is not None and cfg.mode == "ps":
         state.resync(model)  # lossy pulls may leave replicas apart: end identical
-    with torch.no_grad():
-        pred = model(torch.from_numpy(x_te)).argmax(dim=1).numpy()
-    accuracy = float((pred == y_te).mean())
+    accuracy = accuracy_of(model, x_te, y_te)
     if rank == 0 and cfg.eval_every:
         # The curve ends at the reported final accuracy (the full test set), so that a time to
         # target read from it never says "never" for a run that finished above the target.
@@ -297,6 +326,7 @@ def _rank_main(
     out: dict[str, Any] = {
         "rank": rank, "times": times, "skipped": skipped, "accuracy": accuracy, "accuracy_curve": curve,
         "train_s": train_s, "param_digest": digest, "sample": before_resync, "timeline": timeline.as_dict(),
+        "gc_frozen": frozen,
     }  # fmt: skip
     out["tcp_bytes_sent"] = None if tcp_before is None or tcp_after is None else tcp_after - tcp_before
     out["dlcp_sent"] = dlcp_sent
@@ -340,6 +370,27 @@ def run(cfg: TrainConfig, *, checked: bool = False) -> dict[str, Any]:
     return summarize(cfg, per_rank)
 
 
+def _front_waits(per_rank: list[dict[str, Any]], n: int, skipped: set[int]) -> dict[str, Any]:
+    """The wait for the front layers' bucket (:func:`dlcp.host.timeline.front_bucket_waits`): per iteration the
+    slowest rank's (and the part of it that rank's bucket spent queued in the hook's thread), their medians and
+    the wait's 99th percentile over the iterations the iteration times count; empty where no rank recorded
+    buckets (gloo)."""
+    waits = [front_bucket_waits(r["timeline"]["events"]) for r in per_rank if "timeline" in r]
+    slowest: list[tuple[float, float] | None] = []
+    for i in range(n):
+        found = [w[i] for w in waits if i < len(w) and w[i] is not None]
+        slowest.append(max(found) if found else None)  # type: ignore[type-var]
+    kept = [v for i, v in enumerate(slowest) if v is not None and i not in skipped]
+    if not kept:
+        return {}
+    return {
+        "front_wait_s": [None if v is None else v[0] for v in slowest],
+        "front_wait_p50_s": float(np.percentile([v[0] for v in kept], 50)),
+        "front_wait_p99_s": float(np.percentile([v[0] for v in kept], 99)),
+        "front_queued_p50_s": float(np.percentile([v[1] for v in kept], 50)),
+    }
+
+
 def summarize(cfg: TrainConfig, per_rank: list[dict[str, Any]]) -> dict[str, Any]:
     """One job's result from its ranks' (in rank order; from :func:`_rank_main` or :func:`run_node`)."""
     for r in per_rank:
@@ -371,6 +422,9 @@ def summarize(cfg: TrainConfig, per_rank: list[dict[str, Any]]) -> dict[str, Any
         ),
         "loss_fraction": float(np.mean([r["loss"]["loss_fraction"] for r in per_rank])) if "loss" in first else 0.0,
     }
+    if "gc_frozen" in first:
+        result["gc_frozen_objects"] = int(min(r["gc_frozen"] for r in per_rank))
+    result.update(_front_waits(per_rank, n, skipped))
     if "loss" in first:
         result["loss_fraction_by_class"] = first["loss"]["loss_fraction_by_class"]
         result["loss_fraction_by_kind"] = first["loss"]["loss_fraction_by_kind"]

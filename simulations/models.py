@@ -1,7 +1,8 @@
 """Per-layer tensor sizes and compute costs of real models, from torch module definitions.
 
-The models are built here with plain ``torch.nn`` (torchvision is not
-installable beside torch 2.13) following their standard architectures, on the
+The models are built with plain ``torch.nn`` (torchvision is not
+installable beside torch 2.13) following their standard architectures (the
+ResNet with the builder ``dlcp train`` uses, :func:`dlcp.models.resnet`), on the
 ``meta`` device, so nothing is allocated or downloaded. A forward pass on a meta
 tensor gives every layer's output shape, from which its FLOPs follow. A
 "layer" is a leaf module with parameters, in the order the forward pass uses
@@ -15,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dlcp.models import resnet
+
 
 @dataclass(frozen=True)
 class Layer:
@@ -26,42 +29,7 @@ class Layer:
 
 
 def _resnet50() -> Any:
-    from torch import nn
-
-    class Bottleneck(nn.Module):
-        def __init__(self, cin: int, width: int, stride: int) -> None:
-            super().__init__()
-            cout = width * 4
-            self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
-            self.bn1 = nn.BatchNorm2d(width)
-            self.conv2 = nn.Conv2d(width, width, 3, stride, 1, bias=False)
-            self.bn2 = nn.BatchNorm2d(width)
-            self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
-            self.bn3 = nn.BatchNorm2d(cout)
-            self.relu = nn.ReLU()
-            self.down = None
-            if stride != 1 or cin != cout:
-                self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-        def forward(self, x: Any) -> Any:
-            out = self.relu(self.bn1(self.conv1(x)))
-            out = self.relu(self.bn2(self.conv2(out)))
-            out = self.bn3(self.conv3(out))
-            return self.relu(out + (x if self.down is None else self.down(x)))
-
-    layers: list[nn.Module] = [
-        nn.Conv2d(3, 64, 7, 2, 3, bias=False),
-        nn.BatchNorm2d(64),
-        nn.ReLU(),
-        nn.MaxPool2d(3, 2, 1),
-    ]
-    cin = 64
-    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
-        for i in range(blocks):
-            layers.append(Bottleneck(cin, width, stride if i == 0 else 1))
-            cin = width * 4
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2048, 1000)]
-    return nn.Sequential(*layers), (1, 3, 224, 224)
+    return resnet((3, 4, 6, 3), 64, 1000, bottleneck=True, imagenet_stem=True), (1, 3, 224, 224)
 
 
 def _vgg16() -> Any:

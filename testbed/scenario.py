@@ -34,6 +34,11 @@ log = logging.getLogger(__name__)
 FEATURES_ON = {"ps": 1, "ring": 3}
 FEATURES_OFF = {"ps": 2, "ring": 4}
 """Job ids of the scenario's fabric: each mode with the switch features on and off."""
+ONE_CLASS = {"ps": 5, "ring": 6}
+"""Job ids of each mode with the switch features on and the layer priorities off (:attr:`Scenario.one_class_jobs`):
+the job's policy has one data class (``policy.num_classes = 2``, the top one kept for control), so every bucket's
+data takes the same queue of its kind's band; selective drop, trimming, the bands and the control queue stay."""
+ONE_CLASS_POLICY = {"num_classes": 2}
 
 
 @dataclass(frozen=True)
@@ -48,16 +53,23 @@ class Way:
     backend: str
     mode: str
     features: bool = True
+    priorities: bool = True
+    """False: the switch features on, one priority class for every layer (:data:`ONE_CLASS`)."""
 
     @property
     def job_id(self) -> int:
+        if not self.priorities:
+            return ONE_CLASS[self.mode]
         return (FEATURES_ON if self.features else FEATURES_OFF)[self.mode]
 
     @property
     def key(self) -> str:
-        """Its short name (``dlcp demo --ways``): ``gloo``, ``gloo-ps``, ``ring``, ``ps``, ``ring-off``, ``ps-off``."""
+        """Its short name (``dlcp demo --ways``): ``gloo``, ``gloo-ps``, ``ring``, ``ps``, ``ring-off``, ``ps-off``;
+        ``ring-1class``, ``ps-1class`` (layer priorities off)."""
         if self.backend == "gloo":
             return "gloo" if self.mode == "ring" else "gloo-ps"
+        if not self.priorities:
+            return f"{self.mode}-1class"
         return f"{self.mode}{'' if self.features else '-off'}"
 
 
@@ -68,7 +80,10 @@ RING_OFF = Way("DLCP ring, switch off", "dlcp", "ring", features=False)
 PS_OFF = Way("DLCP ps, switch off", "dlcp", "ps", features=False)
 GLOO_PS = Way("PS over gloo TCP (extra)", "gloo", "ps")
 WAYS = (GLOO_ALLREDUCE, RING, PS, RING_OFF, PS_OFF, GLOO_PS)
-"""Every way, baseline first; :attr:`Way.key` names them."""
+"""Every way of every fabric, baseline first; :attr:`Way.key` names them."""
+RING_1CLASS = Way("DLCP ring, one priority class", "dlcp", "ring", priorities=False)
+PS_1CLASS = Way("DLCP ps, one priority class", "dlcp", "ps", priorities=False)
+"""The ways with the layer priorities off: only on a fabric with :attr:`Scenario.one_class_jobs`."""
 
 
 TOPOLOGIES = ("star", "leaf-spine")
@@ -105,6 +120,11 @@ class Scenario:
     seed: int = 0
     loss_bound: float = 0.01
     """Loss bound of the DLCP jobs' gradient messages (PS pushes, ring reduce-scatter), in their host policy."""
+    model: str | None = None
+    """The model this scenario trains (``dlcp train --model``); None: the one the bench is given."""
+    one_class_jobs: bool = False
+    """Also a job per mode with the layer priorities off (:data:`ONE_CLASS`), for :data:`RING_1CLASS` and
+    :data:`PS_1CLASS`."""
 
     @property
     def hosts(self) -> list[str]:
@@ -154,14 +174,19 @@ class Scenario:
             links.append(bottleneck)
         jobs = []
         for mode in ("ps", "ring"):
-            for features in (True, False):
-                job_id = (FEATURES_ON if features else FEATURES_OFF)[mode]
+            kinds: list[tuple[int, bool, dict[str, Any]]] = [
+                (FEATURES_ON[mode], True, {}),
+                (FEATURES_OFF[mode], False, {}),
+            ]
+            if self.one_class_jobs:
+                kinds.append((ONE_CLASS[mode], True, ONE_CLASS_POLICY))
+            for job_id, features, policy in kinds:
                 job: dict[str, Any] = {"id": job_id, "mode": mode, "workers": hosts}
                 if mode == "ps":
                     job["servers"] = hosts[:1]
                 job["transport"] = {"port": 19110 + job_id}
                 bound = {"loss_bound": self.loss_bound}
-                job["policy"] = {"push": bound, "reduce_scatter": bound}
+                job["policy"] = {**policy, "push": bound, "reduce_scatter": bound}
                 job["switch"] = {"features": features}
                 jobs.append(job)
         doc: dict[str, Any] = {
@@ -270,7 +295,8 @@ def run_way(
     extra = [
         "--model", cfg.model, "--epochs", str(cfg.epochs), "--samples", str(cfg.train_samples),
         "--batch-size", str(cfg.batch_size), "--lr", str(cfg.lr), "--seed", str(cfg.seed),
-        "--eval-every", str(cfg.eval_every), "--loss-bound", str(cfg.loss_bound),
+        "--eval-every", str(cfg.eval_every), "--loss-bound", str(cfg.loss_bound), "--width", str(cfg.width),
+        "--bucket-mb", str(cfg.bucket_mb), *(() if cfg.gc_freeze else ("--no-gc-freeze",)),
     ]  # fmt: skip
     watch = CpuWatch(tb)
     traffic = _start_traffic(tb, traffic_s, folder) if traffic_s > 0 else None

@@ -81,15 +81,51 @@ def test_testbed_bench_scenarios_the_cli_offers_are_the_benchs() -> None:
     (option,) = [a for a in verbs["bench"]._actions if "--scenario" in a.option_strings]
     assert set(option.choices) == set(bench.SCENARIOS)
     assert set(bench.DEFAULT_SCENARIOS) == {"incast", "loss", "leaf-spine"}
-    for _, ways in bench.SCENARIOS.values():
-        assert [w.key for w in ways] == ["gloo", "ring", "ps", "ring-off", "ps-off"]
+    for name, (_, ways) in bench.SCENARIOS.items():
+        if name == "incast-resnet":
+            assert [w.key for w in ways] == ["ring", "ring-1class", "ps", "ps-1class"]
+        else:
+            assert [w.key for w in ways] == ["gloo", "ring", "ps", "ring-off", "ps-off"]
     assert bench.WAYS[0].name == "gloo all-reduce (DDP default)" and bench.WAYS[0].mode == "ring"
     assert set(bench.GOALS) <= set(bench.SCENARIOS)
     loss, slow, incast = (bench.SCENARIOS[n][0] for n in ("loss", "loss-200mbit", "incast"))
     assert loss.bottleneck_rate == loss.host_rate and loss.bottleneck_loss == slow.bottleneck_loss == 0.01
     assert slow.bottleneck_rate == incast.bottleneck_rate != loss.bottleneck_rate
-    for name in bench.SCENARIOS:
+    for name in set(bench.SCENARIOS) - {"incast-resnet"}:
         assert set(bench.GOALS[name]) >= {"p99_dlcp_ring_vs_off", "p99_dlcp_ps_vs_off"}
+    assert set(bench.GOALS["incast-resnet"]) == {
+        f"{r}_dlcp_{m}_vs_1class" for r in ("front_wait", "p50") for m in ("ring", "ps")
+    }
+
+
+def test_the_resnet_scenario_turns_the_layer_priorities_off_and_keeps_the_switch_features(tmp_path: Path) -> None:
+    """incast-resnet's fabric: incast's, plus a job per mode with one data class (``policy.num_classes = 2``);
+    the controller then gives every layer of a kind one queue of its band, and keeps trimming, drop classes
+    and the control queue; the jobs with priorities spread the layers over the band's queues."""
+    from dlcp.bench import testbed as bench
+    from dlcp.controller import modes
+    from dlcp.testbed import spec as spec_mod
+    from dlcp.testbed.scenario import FEATURES_ON, ONE_CLASS, RING_1CLASS
+
+    scenario, ways = bench.SCENARIOS["incast-resnet"]
+    assert scenario.model == "resnet18" and scenario.topology == "star" and scenario.incast == 3
+    incast = bench.SCENARIOS["incast"][0]
+    assert (scenario.bottleneck_rate, scenario.traffic_load) == (incast.bottleneck_rate, incast.traffic_load)
+    assert RING_1CLASS.job_id == ONE_CLASS["ring"] and RING_1CLASS in ways
+    jobs = spec_mod.load(scenario.write(tmp_path)).fabric.jobs
+    assert {j.id for j in jobs.values()} == {1, 2, 3, 4, 5, 6}
+    assert {j.id for j in spec_mod.load(incast.write(tmp_path)).fabric.jobs.values()} == {1, 2, 3, 4}
+    by_id = {j.id: j for j in jobs.values()}
+    for mode in ("ring", "ps"):
+        flat, full = by_id[ONE_CLASS[mode]], by_id[FEATURES_ON[mode]]
+        assert flat.switch.features and flat.host.policy.data_classes == 1 and flat.mode == mode
+        flat_queues = {r.kind: {r.queue} for r in modes.class_rules(flat)}
+        full_queues: dict[object, set[int]] = {}
+        for r in modes.class_rules(full):
+            full_queues.setdefault(r.kind, set()).add(r.queue)
+        assert set(flat_queues) == set(full_queues) and all(len(q) == 3 for q in full_queues.values())
+        assert all(flat_queues[k] <= full_queues[k] for k in flat_queues)
+        assert modes.eligible_queues(flat) and modes.CONTROL_QUEUE in modes.queues_of(flat)
 
 
 def test_a_scenario_the_bench_does_not_know_is_refused_naming_the_choices(capsys: pytest.CaptureFixture) -> None:
@@ -193,6 +229,23 @@ def test_ratios_are_computed_within_repeats_that_have_both_sides_and_name_the_mi
     assert got["tta_dlcp_ps_vs_gloo_allreduce"].values == pytest.approx((1.1, 11 / 12, 1.1))
     assert "p99_dlcp_ps_vs_ps_over_gloo_tcp" not in got  # the extra row did not run
     assert missing_runs(runs, {"ring": "DLCP ring"}) == ["repeat 2 of DLCP ring"]
+
+
+def test_the_priority_ratios_compare_the_front_layers_wait_with_one_class() -> None:
+    from dlcp.bench.compare import ratios
+
+    def row(p50: float, front: float) -> dict[str, object]:
+        return {**_row(p50, p50, 0.9, [(1.0, 5, 0.9)]), "front_wait_p50_s": front}
+
+    runs = {
+        "ring": [row(0.30, 0.10), row(0.32, 0.12)], "ring-1class": [row(0.30, 0.20), row(0.30, 0.10)],
+        "ps": [row(0.40, 0.2)], "ps-1class": [None],
+    }  # fmt: skip
+    got = {r.name: r for r in ratios("incast-resnet", runs)}
+    assert got["front_wait_dlcp_ring_vs_1class"].values == pytest.approx((0.5, 1.2))
+    assert got["p50_dlcp_ring_vs_1class"].values == pytest.approx((1.0, 0.32 / 0.30))
+    assert got["front_wait_dlcp_ps_vs_1class"].values == () and got["front_wait_dlcp_ps_vs_1class"].missing == (0, 1)
+    assert "p50_dlcp_ring_vs_gloo_allreduce" not in got  # no baseline ran
 
 
 def test_a_goal_holds_when_it_holds_in_two_of_three_repeats() -> None:

@@ -4,9 +4,9 @@ Pure functions over the rows :func:`dlcp.testbed.scenario.run_way` returns (``it
 ``test_accuracy``, ``accuracy_curve``), used by ``dlcp testbed bench`` and ``dlcp demo --testbed``.
 
 ``runs`` maps a way's key (:attr:`dlcp.testbed.scenario.Way.key`: ``gloo`` for DDP with gloo's all-reduce,
-``ring``, ``ps``, ``ring-off``, ``ps-off``, ``gloo-ps``) to one row per repeat, ``None`` where that repeat's
-run failed. A ratio is computed within each repeat that has both sides and reported as its median and range
-over those repeats; the repeats that lack a side are named.
+``ring``, ``ps``, ``ring-off``, ``ps-off``, ``ring-1class``, ``ps-1class``, ``gloo-ps``) to one row per repeat,
+``None`` where that repeat's run failed. A ratio is computed within each repeat that has both sides and reported
+as its median and range over those repeats; the repeats that lack a side are named.
 """
 
 from __future__ import annotations
@@ -169,9 +169,16 @@ def ratios(scenario: str, runs: Runs, goals: Mapping[str, Goal] | None = None) -
         add(f"p99_{vs}", mode, BASELINE, p99, note)
         add(f"tta_{vs}", mode, BASELINE, tta, note)
         add(f"accuracy_dlcp_{label}_minus_gloo_allreduce", mode, BASELINE, acc, note)
+
+    def front(x: Row, y: Row, _t: float | None) -> float:
+        return float(x["front_wait_p50_s"] / y["front_wait_p50_s"])
+
     for mode in FULL_MODES:
         add(f"p99_dlcp_{mode}_vs_off", mode, f"{mode}-off", p99)
         add(f"p50_dlcp_{mode}_vs_off", mode, f"{mode}-off", p50)
+        one = f"{mode}-1class"
+        add(f"front_wait_dlcp_{mode}_vs_1class", mode, one, front, "the wait for the front layers' bucket, p50")
+        add(f"p50_dlcp_{mode}_vs_1class", mode, one, p50, "layer priorities on vs one priority class")
     add("p99_dlcp_ps_vs_ps_over_gloo_tcp", "ps", "gloo-ps", p99, "extra: a PS over gloo's point-to-point TCP")
     add("p50_dlcp_ps_vs_ps_over_gloo_tcp", "ps", "gloo-ps", p50, "extra: a PS over gloo's point-to-point TCP")
     return out

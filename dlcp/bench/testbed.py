@@ -10,7 +10,11 @@ server over gloo's point-to-point TCP as an extra row (not a baseline). The scen
 * ``leaf-spine``: 2 leaves, 2 spines; the leaf-spine links (200 Mbit/s) are the bottleneck, not the host links
   (1 Gbit/s); 4 workers alternate between the leaves (h1, h3, h2, h4), so the ring's data crosses the spines,
   two flows each way: TCP's per-flow ECMP hashing may put both on one spine, DLCP sprays every packet over both;
-* ``loss-200mbit`` (only when named): ``loss`` with that link at 200 Mbit/s.
+* ``loss-200mbit`` (only when named): ``loss`` with that link at 200 Mbit/s;
+* ``incast-resnet`` (only when named): ``incast`` training ``resnet18`` (0.70M parameters in about 6 DDP
+  buckets), full DLCP ring and PS each with the layer priorities on and off (one priority class, the switch
+  features on: :data:`dlcp.testbed.scenario.ONE_CLASS`); it reports how long each iteration waits for its
+  front layers' bucket (``front_wait_p50_s``, :func:`dlcp.host.timeline.front_bucket_waits`) and its p50.
 
 Each scenario's fabric comes up once; its ways then take turns, ``repeat`` times, so that a slow moment of the
 machine hits every way alike. Each ratio is computed within a repeat (:mod:`dlcp.bench.compare`), over the
@@ -28,7 +32,19 @@ from typing import Any
 
 from dlcp.bench.compare import Goal, Ratio, best_mode, missing_runs, ratios
 from dlcp.host.train import TrainConfig
-from dlcp.testbed.scenario import GLOO_ALLREDUCE, GLOO_PS, PS, PS_OFF, RING, RING_OFF, Scenario, Way, run_scenario
+from dlcp.testbed.scenario import (
+    GLOO_ALLREDUCE,
+    GLOO_PS,
+    PS,
+    PS_1CLASS,
+    PS_OFF,
+    RING,
+    RING_1CLASS,
+    RING_OFF,
+    Scenario,
+    Way,
+    run_scenario,
+)
 
 WAYS = (GLOO_ALLREDUCE, RING, PS, RING_OFF, PS_OFF)
 """What every scenario runs; the first is the baseline."""
@@ -58,9 +74,14 @@ SCENARIOS: dict[str, tuple[Scenario, tuple[Way, ...]]] = {
         Scenario(name="blosb", bottleneck_loss=0.01, traffic_load=0.0, incast=0),
         WAYS,
     ),
+    "incast-resnet": (
+        Scenario(name="bresn", model="resnet18", one_class_jobs=True),
+        (RING, RING_1CLASS, PS, PS_1CLASS),
+    ),
 }
 DEFAULT_SCENARIOS = ("incast", "loss", "leaf-spine")
-"""What a plain ``dlcp testbed bench`` runs (``--scenario`` names one; ``loss-200mbit`` only when named)."""
+"""What a plain ``dlcp testbed bench`` runs (``--scenario`` names one; ``loss-200mbit`` and ``incast-resnet`` only
+when named)."""
 
 _OFF = {
     f"p99_dlcp_{m}_vs_off": Goal("<", 1.0, "below 1 (full DLCP's p99 below the switch-off p99)") for m in ("ring", "ps")
@@ -80,6 +101,13 @@ GOALS: dict[str, dict[str, Goal]] = {
     },
     "leaf-spine": {"p50_dlcp_best_vs_gloo_allreduce": Goal("<=", 0.75, "at most 0.75"), **_OFF},
     "loss-200mbit": dict(_OFF),
+    "incast-resnet": {
+        **{
+            f"front_wait_dlcp_{m}_vs_1class": Goal("<=", 0.8, "at most 0.80 (the front layers' bucket 20% sooner)")
+            for m in ("ring", "ps")
+        },
+        **{f"p50_dlcp_{m}_vs_1class": Goal("<=", 1.0, "at most 1.00 (no cost to p50)") for m in ("ring", "ps")},
+    },
 }
 """Per scenario, ratio name -> goal. A goal holds when it holds in two thirds of the repeats measured (2 of 3)."""
 
@@ -124,7 +152,7 @@ def run(
         scenario = dataclasses.replace(
             scenario, name=f"{scenario.name}{os.getpid() % 100000}", loss_bound=cfg.loss_bound
         )
-        job = dataclasses.replace(cfg, workers=scenario.workers)
+        job = dataclasses.replace(cfg, workers=scenario.workers, model=scenario.model or cfg.model)
 
         def told(text: str, name: str = name) -> None:
             say(f"{name} {text}")
@@ -132,8 +160,8 @@ def run(
         turns = run_scenario(scenario, ways, job, folder / name, repeat=repeat, progress=told)
         doc = summary(name, turns.runs, turns.names)
         report["scenarios"][name] = {
-            "workers": scenario.worker_hosts, "topology": scenario.topology, "best_mode": doc["best_mode"],
-            "missing": doc["missing"],
+            "workers": scenario.worker_hosts, "topology": scenario.topology, "model": job.model,
+            "best_mode": doc["best_mode"], "missing": doc["missing"],
         }  # fmt: skip
         report["ratios"] += doc["ratios"]
         report["failed"] += [{"scenario": name, **f} for f in turns.failures]

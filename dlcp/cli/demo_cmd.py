@@ -25,6 +25,7 @@ from dlcp import checks, resources
 from dlcp.assembler import Assembler
 from dlcp.lossy_link import choose_losses
 from dlcp.message import MessageKey, MessageSpec
+from dlcp.models import MODELS
 from dlcp.packetizer import build_packets
 from dlcp.policy import KindPolicy, Policy
 from dlcp.protocol import MessageKind
@@ -81,7 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     train = p.add_argument_group("training (without --core)")
     train.add_argument("--workers", type=int, default=2, action=_Given, help="worker processes")
     train.add_argument(
-        "--model", choices=("mlp", "mlp-wide", "mlp-large"), default="mlp-large", action=_Given, help="model"
+        "--model", choices=tuple(MODELS), default="mlp-large", action=_Given, help="model (dlcp train --model)"
     )
     train.add_argument("--epochs", type=int, default=1, action=_Given, help="epochs")
     train.add_argument("--samples", type=int, default=4096, action=_Given, help="training samples")

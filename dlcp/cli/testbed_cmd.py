@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dlcp.models import MODELS
+
 log = logging.getLogger(__name__)
 
 
@@ -108,22 +110,27 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     bb = verbs.add_parser(
         "bench",
         help="DLCP vs DDP's default (gloo all-reduce) on the testbed: incast, loss, leaf-spine",
-        description="Every scenario runs gloo all-reduce (DDP's default: the baseline), full DLCP ring and PS, and "
-        "DLCP ring and PS with the switch features off, taking turns --repeat times. Scenarios: incast (a star, "
-        "web-search flows and incast toward h1's 200 Mbit/s link), loss (1% random loss on h1's 1 Gbit/s link), "
-        "leaf-spine (2 leaves, 2 spines, 200 Mbit/s leaf-spine links, 4 workers alternating between the leaves), "
-        "loss-200mbit (only when named). Each ratio is computed within a repeat and reported as median and range "
-        "over the repeats that have both sides; a goal holds when it holds in 2 of 3 repeats. A run in which a "
-        "rank fails is reported (rank named) and the others go on; the command then exits 1 (docs/testbed.md).",
+        description="Every scenario but incast-resnet runs gloo all-reduce (DDP's default: the baseline), full "
+        "DLCP ring and PS, and DLCP ring and PS with the switch features off, taking turns --repeat times. "
+        "Scenarios: incast (a star, web-search flows and incast toward h1's 200 Mbit/s link), loss (1% random loss "
+        "on h1's 1 Gbit/s link), leaf-spine (2 leaves, 2 spines, 200 Mbit/s leaf-spine links, 4 workers "
+        "alternating between the leaves), loss-200mbit (only when named), incast-resnet (only when named: incast "
+        "with resnet18, DLCP ring and PS with the layer priorities on and with one priority class; the wait for "
+        "the front layers' bucket). Each ratio is computed within a repeat and reported as median and range over "
+        "the repeats that have both sides; a goal holds when it holds in 2 of 3 repeats. A run in which a rank "
+        "fails is reported (rank named) and the others go on; the command then exits 1 (docs/testbed.md).",
         formatter_class=fmt,
     )
     bb.add_argument("--repeat", type=int, default=3, help="turns of every way in each scenario")
     bb.add_argument(
-        "--scenario", action="append", choices=("incast", "loss", "leaf-spine", "loss-200mbit"),
+        "--scenario", action="append", choices=("incast", "loss", "leaf-spine", "loss-200mbit", "incast-resnet"),
         help="only this one (repeatable; default incast, loss and leaf-spine)",
     )  # fmt: skip
     bb.add_argument("--samples", type=int, default=4096, help="training samples (one epoch)")
-    bb.add_argument("--model", choices=("mlp", "mlp-wide"), default="mlp-wide", help="model (dlcp train --model)")
+    bb.add_argument(
+        "--model", choices=tuple(MODELS), default="mlp-wide",
+        help="model (dlcp train --model) of the scenarios that do not name their own (incast-resnet: resnet18)",
+    )  # fmt: skip
     bb.add_argument("--loss-bound", type=float, default=0.02, help="loss bound of DLCP's gradient messages")
     bb.add_argument("--eval-every", type=int, default=5, help="iterations between accuracy measurements (the curve)")
     bb.add_argument(
@@ -451,9 +458,12 @@ def render_bench(report: dict[str, Any]) -> str:
     """The bench's report as text: per scenario, each ratio's median, range and repeats, and its goal."""
     out = []
     for name, doc in report["scenarios"].items():
+        baseline = "; baseline: gloo all-reduce (DDP default)" if any(
+            w.startswith("gloo all-reduce") for w in report["runs"].get(name, {})
+        ) else ""  # fmt: skip
         out.append(
-            f"\n{name}: {doc['topology']}, workers {', '.join(doc['workers'])} (rank order); best full DLCP mode: "
-            f"{doc['best_mode'] or 'none'}; baseline: gloo all-reduce (DDP default)\n"
+            f"\n{name}: {doc['topology']}, workers {', '.join(doc['workers'])} (rank order), model "
+            f"{doc.get('model', '?')}; best full DLCP mode: {doc['best_mode'] or 'none'}{baseline}\n"
         )
         out.append(f"{'ratio':42}{'median':>8}{'range':>16}{'repeats':>9}  goal\n")
         for r in (r for r in report["ratios"] if r["scenario"] == name):

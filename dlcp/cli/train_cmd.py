@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from dlcp.models import MODELS
+
 
 def megabytes(n: int | None) -> str:
     """Bytes as MB (10**6), or n/a where they were not measured."""
@@ -36,10 +38,24 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--backend", choices=("dlcp", "gloo"), default="dlcp", help="gradient exchange")
     p.add_argument(
         "--model",
-        choices=("mlp", "mlp-wide", "mlp-large"),
+        choices=tuple(MODELS),
         default="mlp",
-        help="mlp: ~50k params, mlp-wide: ~600k, mlp-large: ~10.5M",
+        help="; ".join(f"{name}: {m.summary}" for name, m in MODELS.items())
+        + " (docs/shims.md: each model's synthetic task and accuracy)",
     )
+    p.add_argument(
+        "--width", type=int, default=0,
+        help="resnet18: channels of the first stage; gpt: embedding width (0: the model's own)",
+    )  # fmt: skip
+    p.add_argument(
+        "--bucket-mb", type=float, default=0.0,
+        help="DDP's bucket cap in MB (0: the model's own: 0.5 for resnet18, DDP's 25 for the others)",
+    )  # fmt: skip
+    p.add_argument(
+        "--no-gc-freeze", dest="gc_freeze", action="store_false",
+        help="leave set-up's objects to the garbage collector (by default they are frozen before the first "
+        "iteration: a full collection stalls a rank's receive thread, docs/transport.md)",
+    )  # fmt: skip
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=64, help="per worker")
     p.add_argument("--lr", type=float, default=0.05)
@@ -68,7 +84,8 @@ def _train(args: argparse.Namespace) -> int:
         workers=launch.world if launch else args.workers, eval_every=args.eval_every, mode=args.mode,
         backend=args.backend, model=args.model, epochs=args.epochs,
         batch_size=args.batch_size, lr=args.lr, loss_bound=args.loss_bound, inject_loss=args.inject_loss,
-        train_samples=args.samples, seed=args.seed,
+        train_samples=args.samples, seed=args.seed, width=args.width, bucket_mb=args.bucket_mb,
+        gc_freeze=args.gc_freeze,
     )  # fmt: skip
     if launch is not None:
         sys.stdout.write(json.dumps(run_node(cfg, launch), default=_plain) + "\n")

@@ -23,7 +23,10 @@ so DDP overlaps it with the rest of the backward pass.
 **Layer priorities.** The first forward pass after the state is created records
 the order in which modules use their parameters (forward pre-hooks, then
 removed): layer 0 is the first module the forward pass runs. A bucket's
-priority class is that of its front-most layer.
+priority class is that of its front-most layer. The front layers' bucket,
+which DDP hands over last, is also exchanged early: right after the
+iteration's first ``front_after`` buckets (:mod:`dlcp.host.shim.bucket_order`),
+unless the job's policy has one data class (every layer equal: DDP's order).
 
 **Replica consistency** (``docs/transport.md`` §4): in ring mode the
 all-gather is reliable by default, so replicas stay identical. In PS mode with
@@ -36,7 +39,6 @@ before the forward pass.
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -44,6 +46,7 @@ import torch.distributed as dist
 
 from dlcp.host.collectives import Collectives, Mode
 from dlcp.host.session import Session
+from dlcp.host.shim.bucket_order import DEFAULT_FRONT_AFTER, BucketOrder
 from dlcp.host.timeline import Timeline
 
 log = logging.getLogger(__name__)
@@ -77,11 +80,14 @@ class DLCPState:
         mode: Mode | None = None,
         average: bool = True,
         resync_every: int = 100,
+        front_after: int = DEFAULT_FRONT_AFTER,
     ) -> None:
         if mode not in (None, "ring", "ps"):
             raise ValueError(f"mode must be 'ring' or 'ps', got {mode!r}")
         if resync_every < 0:
             raise ValueError(f"resync_every must be >= 0, got {resync_every}")
+        if front_after < 0:
+            raise ValueError(f"front_after must be >= 0, got {front_after}")
         if not isinstance(session, Session):
             raise TypeError(f"session must be a dlcp.host.session.Session, got {type(session).__name__}")
         self.session = session
@@ -97,8 +103,10 @@ class DLCPState:
         self.num_layers = 1
         self._param_layer: dict[int, int] = {}
         self._lock = threading.Lock()
-        # One thread: collectives must run in bucket order, the same on every rank.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dlcp-hook")
+        # One thread: collectives must run in the same order on every rank (DDP's, the front layers' bucket
+        # moved up where the policy ranks the layers).
+        one_class = self.collectives.policy.data_classes == 1
+        self._executor = BucketOrder(0 if one_class else front_after)
         self._handles: list[Any] = []
         self.timeline: Timeline | None = session.endpoint.timeline
         """Where each bucket's exchange is recorded (the endpoint's timeline by default; None: nowhere)."""
@@ -167,7 +175,10 @@ class DLCPState:
             tensor.copy_(host)
         return tensor
 
-    def submit(self, tensor: torch.Tensor, layer: int, tag: object) -> "torch.futures.Future[torch.Tensor]":
+    def submit(
+        self, tensor: torch.Tensor, layer: int, tag: object, last: bool = True
+    ) -> "torch.futures.Future[torch.Tensor]":
+        """Exchange ``tensor`` in its turn (``last``: the iteration's last bucket, the front layers')."""
         fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
         handed = time.monotonic()
 
@@ -181,7 +192,7 @@ class DLCPState:
                 if (tl := self.timeline) is not None:
                     tl.at("bucket", handed, start, time.monotonic(), tensor.numel() * tensor.element_size(), layer)
 
-        self._executor.submit(run)
+        self._executor.submit(run, last)
         return fut
 
     def loss_stats(self) -> dict[str, object]:
@@ -207,7 +218,7 @@ class DLCPState:
 def dlcp_hook(state: DLCPState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """DDP communication hook: bounded-loss, priority-tagged all-reduce of one gradient bucket."""
     layer = state.layer_of(list(bucket.parameters()))
-    return state.submit(bucket.buffer(), layer, tag=("bucket", bucket.index()))
+    return state.submit(bucket.buffer(), layer, tag=("bucket", bucket.index()), last=bucket.is_last())
 
 
 __all__ = ["DLCPState", "dlcp_hook"]

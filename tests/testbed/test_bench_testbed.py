@@ -38,3 +38,22 @@ def test_bench_runs_the_five_ways_and_reports_ratios_against_gloo_allreduce(tmp_
     assert "loss: star, workers h1, h2, h3 (rank order)" in r.stdout
     assert re.search(r"^p99_dlcp_best_vs_gloo_allreduce .* at most 0\.50: (holds|does NOT hold) \(in [01] of 1\)$",
                      r.stdout, re.M), r.stdout  # fmt: skip
+
+
+@pytest.mark.root
+def test_the_resnet_scenario_reports_the_front_layers_wait_with_priorities_on_and_off(tmp_path: Path) -> None:
+    r = dlcp("testbed", "bench", "--repeat", "1", "--scenario", "incast-resnet", "--samples", "384",
+             "--eval-every", "2", "--out", str(tmp_path), "--json", timeout=500)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = json.loads(r.stdout)
+    assert report["scenarios"]["incast-resnet"]["model"] == "resnet18"
+    runs = report["runs"]["incast-resnet"]
+    assert list(runs) == ["DLCP ring", "DLCP ring, one priority class", "DLCP ps", "DLCP ps, one priority class"]
+    for rows in runs.values():
+        (row,) = rows
+        assert 0 < row["front_queued_p50_s"] <= row["front_wait_p50_s"] < row["iter_p99_s"]
+    by = {x["name"]: x for x in report["ratios"]}
+    ring, flat = runs["DLCP ring"][0], runs["DLCP ring, one priority class"][0]
+    front = ring["front_wait_p50_s"] / flat["front_wait_p50_s"]
+    assert by["front_wait_dlcp_ring_vs_1class"]["values"] == pytest.approx([front])
+    assert by["front_wait_dlcp_ring_vs_1class"]["goal"].startswith("at most 0.80")
