@@ -197,8 +197,16 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
     tp.payload_bytes = s.dlcp.transport.payload_bytes
     tp.job_id = s.dlcp.job.id
     tp.rate = _rate_rule(ns, s, rate_control.unpaced(host_bps / 8, s.dlcp.policy.largest_bound))
+    if s.host_pacing == "active" and not feat.srpt:
+        _active_shares(sim, fabric, traffic, s.dlcp.transport.payload_bytes, feat.spraying)
+        # Each receiver paced at its pair's share over the active senders; the host's own rule caps their sum at
+        # its line, less the same headroom.
+        tp.rate = _rate_rule(
+            ns, s, rate_control.paced(host_bps * rate_control.headroom(s.dlcp.transport.payload_bytes) / 8,
+                                      s.dlcp.policy.largest_bound)
+        )
     if s.host_pacing == "share" and not feat.srpt:
-        shares = pacing.host_rates(fabric, traffic, s.dlcp.transport.payload_bytes)
+        shares = pacing.host_rates(fabric, traffic, s.dlcp.transport.payload_bytes, feat.spraying)
         tp.host_rates = [
             _rate_rule(ns, s, rate_control.paced(shares[h] / 8, s.dlcp.policy.largest_bound))
             if h in shares
@@ -206,6 +214,7 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
             for h in range(fabric.hosts)
         ]
     tp.wire_overhead = WIRE_OVERHEAD
+    tp.line_rate = host_bps / 8
     tp.pace_retx = s.retransmissions == "paced"
     tp.initial_rto = s.probe_timeout_us * 1e-6
     tp.max_rto = s.max_probe_timeout_us * 1e-6
@@ -271,6 +280,19 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
         "memory_estimate_mb": round(est),
     }
     return out
+
+
+def _active_shares(sim: Any, fabric: Any, traffic: workloads.Traffic, payload_bytes: int, spraying: bool) -> None:
+    """The simulator's mirror of :func:`dlcp.rate_control.active_rates`: every port's rate and every DLCP data
+    pair's path, its senders counted as their messages start and finish."""
+    rates = pacing.port_rates(fabric)
+    index = {port: i for i, port in enumerate(rates)}
+    shares = sim.Shares()
+    shares.SetPorts(list(rates.values()))
+    shares.SetHeadroom(rate_control.headroom(payload_bytes))
+    for (src, dst), through in pacing.pair_paths(fabric, pacing.data_pairs(traffic), spraying).items():
+        shares.SetPath(src, dst, [index[p] for p in through], list(through.values()))
+    sim.SetActivePacing(True)
 
 
 def _rate_rule(ns: Any, s: Scenario, rule: rate_control.RateRule) -> Any:
@@ -360,6 +382,11 @@ def summarise(s: Scenario, sim: Any, traffic: workloads.Traffic, njobs: int) -> 
         "host_rx_packets": int(sw.host_rx_packets),
         "route_lookups": int(sw.route_lookups),
         "switch_dropped": int(sw.switch_dropped),
+        # the port model's switch ports: packets an arrival found queued, on average and at most
+        "queue_at_arrival_mean": round(int(sw.arrival_depth_sum) / max(1, int(sw.switch_arrivals)), 3),
+        "queue_at_arrival_peak": int(sw.arrival_depth_peak),
+        # seconds DLCP senders' pacers added over their lines (per data packet: interval less line time)
+        "pacing_excess_s": round(float(h.pacing_excess_s), 6),
         "tcp_connections": int(sim.TcpConnections()),
         "per_class": per_class,
     }
