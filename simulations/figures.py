@@ -5,6 +5,9 @@ baseline with other values: a loss bound, a fabric size) as one sweep (local
 processes or a Dask cluster) and saves the summaries as JSON; ``plot`` draws
 the figure from that JSON only, so ``--plot-only`` re-plots without simulating.
 ``compare`` checks a run's rows against the figure's ``expected_small.json``.
+Every finished run is saved under ``<out>/<name>-<scale>.points/`` as it completes, so a killed
+sweep run again resumes from its saved points; a run that fails is reported with its parameters
+(``failed``) and the others are kept.
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ class Figure:
     ylabel: str
 
 
-def baselines(*names: str) -> Variants:
-    return lambda scale: [(b, {"baseline": b}) for b in names]
+def baselines(*names: str, paper: tuple[str, ...] = ()) -> Variants:
+    """One run per baseline; at paper scale only ``paper``'s when given (the TCP baselines' runs cost the most)."""
+    return lambda scale: [(b, {"baseline": b}) for b in (paper if scale == "paper" and paper else names)]
 
 
 def _sweep(field: str, small: tuple[Any, ...], paper: tuple[Any, ...], bases: tuple[str, ...]) -> Variants:
@@ -79,8 +83,12 @@ def _scale(r: dict[str, Any]) -> dict[str, float]:
 
 FIGURES: dict[str, Figure] = {
     "incast_tail": Figure("incast_tail", baselines("dlcp", "dctcp", "tcp", "pfabric"), _tail, "gradient FCT (us)"),
-    "ps_iteration": Figure("ps_iteration", baselines("dlcp", "dctcp", "tcp"), _iteration, "iteration time (ms)"),
-    "ring_iteration": Figure("ring_iteration", baselines("dlcp", "dctcp", "tcp"), _iteration, "iteration time (ms)"),
+    "ps_iteration": Figure(
+        "ps_iteration", baselines("dlcp", "dctcp", "tcp", paper=("dlcp", "dctcp")), _iteration, "iteration time (ms)"
+    ),
+    "ring_iteration": Figure(
+        "ring_iteration", baselines("dlcp", "dctcp", "tcp", paper=("dlcp", "dctcp")), _iteration, "iteration time (ms)"
+    ),
     "ablation": Figure(
         "ablation",
         baselines(
@@ -133,12 +141,19 @@ def run(
     base = scenario_table(name, scale)
     variants = fig.variants(scale)
     tables = [merge(base, over) for _, over in variants]
-    results = runner.sweep(tables, parallel=parallel, address=address, progress=progress)
+    points = out_dir / f"{name}-{scale}.points"
+    results = runner.sweep(tables, parallel=parallel, address=address, progress=progress, points_dir=points)
+    done = [(v, r) for v, r in zip(variants, results, strict=True) if runner.FAILED not in r]
     data = {
         "figure": name,
         "scale": scale,
-        "rows": {label: fig.metric(r) for (label, _), r in zip(variants, results, strict=True)},
-        "runs": results,
+        "rows": {label: fig.metric(r) for (label, _), r in done},
+        "failed": [
+            {"label": label, "overrides": over, "error": r[runner.FAILED]}
+            for (label, over), r in zip(variants, results, strict=True)
+            if runner.FAILED in r
+        ],
+        "runs": [r for _, r in done],
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{name}-{scale}.json").write_text(json.dumps(data, indent=1, sort_keys=True))

@@ -10,6 +10,7 @@ are the same code.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -20,6 +21,8 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import as_completed as as_completed_local
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -433,34 +436,80 @@ def run(table: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]
     return result
 
 
+FAILED = "failed"
+"""Key of a failed sweep point's entry (its error); the entry also holds the point's ``table``."""
+
+
+def point_key(table: dict[str, Any]) -> str:
+    """A sweep point's name on disk: the hash of its scenario table (a changed point is run again)."""
+    blob = json.dumps(table, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:20]
+
+
 def sweep(
     tables: Iterable[dict[str, Any]],
     parallel: int = 1,
     address: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    points_dir: Path | None = None,
 ) -> list[dict[str, Any]]:
-    """Run many scenarios: local processes (``parallel`` at a time), or a Dask cluster at ``address``."""
+    """Run many scenarios: local processes (``parallel`` at a time), or a Dask cluster at ``address``.
+
+    A point that fails does not stop the others: its entry is ``{FAILED: the error, "table": its table}``.
+    With ``points_dir`` every finished point is saved there as it completes (``<point_key>.json``), and a point
+    already saved there is not run again: a killed sweep resumes from its saved points.
+    """
     todo = list(tables)
     parsed = [scenario.from_table(t) for t in todo]  # refuse a bad sweep before anything starts
-    if not address:  # a cluster's workers check their own memory (run)
-        check_memory(parsed, parallel=min(max(1, parallel), len(parsed)))
     results: list[dict[str, Any]] = [{} for _ in todo]
+    pending = list(range(len(todo)))
+    if points_dir is not None:
+        points_dir.mkdir(parents=True, exist_ok=True)
+        for i in list(pending):
+            saved = points_dir / f"{point_key(todo[i])}.json"
+            if saved.exists():
+                results[i] = json.loads(saved.read_text())
+                pending.remove(i)
+        if len(pending) < len(todo):
+            log.info("sweep: %d of %d points already saved in %s", len(todo) - len(pending), len(todo), points_dir)
+    if not address and pending:  # a cluster's workers check their own memory (run)
+        check_memory([parsed[i] for i in pending], parallel=min(max(1, parallel), len(pending)))
+    done = len(todo) - len(pending)
+
+    def finish(i: int, result: dict[str, Any] | None, error: BaseException | None) -> None:
+        nonlocal done
+        if error is not None:
+            log.warning("sweep point %s failed: %s", todo[i].get("name", i), error)
+            results[i] = {FAILED: f"{type(error).__name__}: {error}", "table": todo[i]}
+        else:
+            assert result is not None
+            results[i] = result
+            if points_dir is not None:
+                tmp = points_dir / f".{point_key(todo[i])}.tmp"
+                tmp.write_text(json.dumps(result))
+                tmp.replace(points_dir / f"{point_key(todo[i])}.json")
+        done += 1
+        if progress:
+            progress(done, len(todo))
+
     if address:
         try:
             from distributed import Client, as_completed
         except ImportError:
             raise ScenarioError("--address needs Dask's `distributed` (pip install distributed)") from None
         with Client(address) as client:
-            futures = {client.submit(run, t, pure=False): i for i, t in enumerate(todo)}
-            for done, fut in enumerate(as_completed(futures), start=1):
-                results[futures[fut]] = fut.result()
-                if progress:
-                    progress(done, len(todo))
+            futures = {client.submit(run, todo[i], pure=False): i for i in pending}
+            for fut in as_completed(futures):
+                try:
+                    finish(futures[fut], fut.result(), None)
+                except Exception as e:  # noqa: BLE001 - reported with the point's parameters
+                    finish(futures[fut], None, e)
         return results
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        futs = [pool.submit(run, t) for t in todo]
-        for i, f in enumerate(futs):
-            results[i] = f.result()
-            if progress:
-                progress(i + 1, len(todo))
+        futs = {pool.submit(run, todo[i]): i for i in pending}
+        for f in as_completed_local(futs):
+            try:
+                finish(futs[f], f.result(), None)
+            except Exception as e:  # noqa: BLE001 - reported with the point's parameters
+                finish(futs[f], None, e)
     return results
