@@ -43,7 +43,9 @@ def data_pairs(traffic: Traffic) -> list[tuple[int, int]]:
     return list(pairs)
 
 
-def pair_paths(fabric: Fabric, pairs: list[tuple[int, int]], spraying: bool = True) -> dict[tuple[int, int], dict[Port, float]]:
+def pair_paths(
+    fabric: Fabric, pairs: list[tuple[int, int]], spraying: bool = True
+) -> dict[tuple[int, int], dict[Port, float]]:
     """(sender, receiver) -> the switch egress ports its packets may cross, with the fraction crossing each.
 
     Sprayed per packet (:func:`dlcp.rate_control.sprayed`), or, without spraying (per-flow ECMP: the
@@ -52,12 +54,16 @@ def pair_paths(fabric: Fabric, pairs: list[tuple[int, int]], spraying: bool = Tr
     table = fabric.next_hops()
     adj = fabric.neighbours()
     out: dict[tuple[int, int], dict[Port, float]] = {}
+
+    def peer(port: Port) -> int | None:
+        return None if fabric.is_host(port[1]) else port[1]
+
     for src, dst in pairs:
-        through = sprayed(
-            adj[src][0],
-            lambda node, dst=dst: [(node, nxt) for nxt in table[node][dst]],
-            lambda port: None if fabric.is_host(port[1]) else port[1],
-        )
+
+        def next_ports(node: int, dst: int = dst) -> list[Port]:
+            return [(node, nxt) for nxt in table[node][dst]]
+
+        through = sprayed(adj[src][0], next_ports, peer)
         out[(src, dst)] = through if spraying else dict.fromkeys(through, 1.0)
     return out
 
@@ -75,4 +81,6 @@ def host_rates(fabric: Fabric, traffic: Traffic, payload_bytes: int, spraying: b
     """Host -> bits/s it is paced to (full packets of ``payload_bytes``); hosts that send no DLCP data are
     absent (they start at the line). Without ``spraying`` every pair counts as on a single path."""
     paths = pair_paths(fabric, data_pairs(traffic), spraying)
-    return shared_rates(paths, lambda src, dst: paths[(src, dst)], port_rates(fabric).__getitem__, headroom(payload_bytes))
+    return shared_rates(
+        paths, lambda src, dst: paths[(src, dst)], port_rates(fabric).__getitem__, headroom(payload_bytes)
+    )

@@ -205,8 +205,11 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
         # Each receiver paced at its pair's share over the active senders; the host's own rule caps their sum at
         # its line, less the same headroom.
         tp.rate = _rate_rule(
-            ns, s, rate_control.paced(host_bps * rate_control.headroom(s.dlcp.transport.payload_bytes) / 8,
-                                      s.dlcp.policy.largest_bound)
+            ns,
+            s,
+            rate_control.paced(
+                host_bps * rate_control.headroom(s.dlcp.transport.payload_bytes) / 8, s.dlcp.policy.largest_bound
+            ),
         )
     if s.host_pacing == "share" and not feat.srpt:
         shares = pacing.host_rates(fabric, traffic, s.dlcp.transport.payload_bytes, feat.spraying)
@@ -502,7 +505,7 @@ def sweep(
             for fut in as_completed(futures):
                 try:
                     finish(futures[fut], fut.result(), None)
-                except Exception as e:  # noqa: BLE001 - reported with the point's parameters
+                except Exception as e:
                     finish(futures[fut], None, e)
         return results
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
@@ -510,6 +513,6 @@ def sweep(
         for f in as_completed_local(futs):
             try:
                 finish(futs[f], f.result(), None)
-            except Exception as e:  # noqa: BLE001 - reported with the point's parameters
+            except Exception as e:
                 finish(futs[f], None, e)
     return results

@@ -9,7 +9,7 @@ A scenario describes one simulation::
     ports = "dlcp"             # dlcp (DLCP's port model where it applies) | ns3 (ns-3's devices and queue discs)
     stop_s = 0.05              # simulated-time limit
     retransmissions = "paced"  # paced | burst (the host stack's)
-    host_pacing = "share"      # share (each DLCP sender at its share of the fabric, as the controller paces) | active | line
+    host_pacing = "share"      # share (each DLCP sender at its share, as the controller paces) | active | line
     probe_timeout_us = 1000.0  # DLCP's first probe timeout, doubling up to max_probe_timeout_us
 
     [topology]                 # leaf_spine | fat_tree | star (hosts, host_down_gbps, bottleneck_host, bottleneck_gbps)

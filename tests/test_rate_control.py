@@ -184,7 +184,9 @@ FRACTIONS = (1.0, 0.5, 0.25, 1 / 3, 1 / 6)
 
 
 @st.composite
-def active_cases(draw: st.DrawFn) -> tuple[list[float], dict[tuple[int, int], dict[int, float]], list[tuple[bool, int]]]:
+def active_cases(
+    draw: st.DrawFn,
+) -> tuple[list[float], dict[tuple[int, int], dict[int, float]], list[tuple[bool, int]]]:
     """Random ports (rate 0: not counted), pairs with random paths, and a sequence of starts and stops."""
     nports = draw(st.integers(1, 6))
     rates = draw(st.lists(st.sampled_from([0.0, 1e9, 25e9, 40e9, 100e9, 3.3e9]), min_size=nports, max_size=nports))

@@ -49,7 +49,10 @@ def test_without_spraying_a_sender_counts_as_on_a_single_path() -> None:
     # each puts half its packets on each uplink: a load of one per uplink, 10 Gbit/s each. Hashed per flow
     # (dlcp_no_spray, tensor_priority), either flow may land wholly on either uplink: a load of two, 5 each.
     fabric = topology.leaf_spine(2, 2, 4, 100.0, 10.0, 1e-6)
-    msgs = [workloads.Message(src=s, dst=d, start_s=0.0, bytes=1, transport=workloads.DLCP, tag="g") for s, d in ((0, 4), (1, 5))]
+    msgs = [
+        workloads.Message(src=s, dst=d, start_s=0.0, bytes=1, transport=workloads.DLCP, tag="g")
+        for s, d in ((0, 4), (1, 5))
+    ]
     traffic = workloads.Traffic(messages=msgs)
     assert pacing.host_rates(fabric, traffic, 1024) == {0: int(10e9 * headroom(1024)), 1: int(10e9 * headroom(1024))}
     assert pacing.host_rates(fabric, traffic, 1024, spraying=False) == {
@@ -66,7 +69,9 @@ def test_active_pairs_share_only_with_the_senders_active_now() -> None:
     from dlcp.rate_control import active_rates
 
     fabric = topology.leaf_spine(2, 2, 8, 100.0, 100.0, 1e-6)
-    msgs = [workloads.Message(src=h, dst=15, start_s=0.0, bytes=1, transport=workloads.DLCP, tag="g") for h in range(15)]
+    msgs = [
+        workloads.Message(src=h, dst=15, start_s=0.0, bytes=1, transport=workloads.DLCP, tag="g") for h in range(15)
+    ]
     traffic = workloads.Traffic(messages=msgs)
     static = pacing.host_rates(fabric, traffic, 8192)
     assert set(static.values()) == {int(100e9 / 15 * headroom(8192))}
