@@ -406,6 +406,8 @@ def summarise(s: Scenario, sim: Any, traffic: workloads.Traffic, njobs: int) -> 
         # Every DLCP sender's rate where its rate control left it (bits/s, host order): a paced sender
         # starts at its share, an unpaced one at the line.
         "host_rate_bps": [round(float(sim.HostRate(h)) * 8) for h in range(hosts)],
+        # Seconds each host's pacer added over its line (counters.pacing_excess_s, per host).
+        "host_pacing_excess_s": [round(float(sim.HostPacingExcess(h)), 6) for h in range(hosts)],
         "flows": flows,
         "jobs": jobs,
         "counters": counters,

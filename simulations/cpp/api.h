@@ -129,6 +129,8 @@ class Simulation
     uint32_t TcpConnections() const;
     /** A DLCP host's sending rate now, bytes/s (after Run: where its rate control left it). */
     double HostRate(uint32_t host) const;
+    /** Seconds host `host`'s pacer added over its line (HostCounters::pacing_excess_s, this host's part). */
+    double HostPacingExcess(uint32_t host) const;
     double Now() const;
 
   private:

@@ -979,6 +979,12 @@ Simulation::HostRate(uint32_t host) const
     return m_impl->hosts.at(host)->Rate();
 }
 
+double
+Simulation::HostPacingExcess(uint32_t host) const
+{
+    return m_impl->hosts.at(host)->PacingExcess();
+}
+
 uint64_t
 Simulation::Events() const
 {

@@ -346,7 +346,9 @@ DlcpHost::Charge(uint32_t wire_bytes, uint32_t dst)
     }
     if (m_params.line_rate > 0)
     {
-        m_counters->pacing_excess_s += std::max(0.0, interval - wire_bytes / m_params.line_rate);
+        double excess = std::max(0.0, interval - wire_bytes / m_params.line_rate);
+        m_counters->pacing_excess_s += excess;
+        m_paceExcess += excess;
     }
 }
 

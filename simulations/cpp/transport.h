@@ -73,6 +73,12 @@ class DlcpHost : public ns3::Application
         return m_rate;
     }
 
+    /** This host's share of HostCounters::pacing_excess_s. */
+    double PacingExcess() const
+    {
+        return m_paceExcess;
+    }
+
     /** How a packet leaves this host: (UDP payload from the DLCP header on, destination host).
      *  Unset: through a UDP socket and ns-3's IP stack. Set (DLCP's port model, port.h): straight
      *  to the host's port; incoming packets then arrive by Deliver, not through a socket. */
@@ -169,6 +175,7 @@ class DlcpHost : public ns3::Application
     std::unordered_map<uint64_t, std::unique_ptr<RxMsg>> m_rx;   // by (src rank, msg_id)
 
     double m_rate = 0;
+    double m_paceExcess = 0;
     ActiveShares* m_shares = nullptr;
     std::unordered_map<uint32_t, ns3::Time> m_destNext; // with m_shares: when each receiver's pacer allows
     ns3::Time m_nextTx;
