@@ -1,7 +1,7 @@
-// Shares over the senders active now, as dlcp/rate_control.py's active_rates (the spec): a pair's rate is the
+// Shares over the pairs active now, as dlcp/rate_control.py's active_rates (the spec): a pair's rate is the
 // headroom of its smallest share of a switch port its data crosses, where a port's load is the sum, over the
-// distinct senders with a message in flight across it now, of the largest fraction of a sender's packets that
-// crosses it (added in ascending sender order, as the core adds them, so the rates are bit-identical).
+// pairs with a message in flight across it now, of the fraction of the pair's packets that crosses it (added in
+// ascending (sender, receiver) order, as the core adds them, so the rates are bit-identical).
 // tests/test_rate_control.py checks it against the core on random fabrics and active sets. No ns-3 header, so
 // api.h (and cppyy) can show it.
 #pragma once
@@ -25,7 +25,7 @@ class ActiveShares
     void SetPorts(const std::vector<double>& rate_bps)
     {
         m_rate = rate_bps;
-        m_senders.assign(rate_bps.size(), {});
+        m_pairsAt.assign(rate_bps.size(), {});
         m_load.assign(rate_bps.size(), 0.0);
     }
 
@@ -70,14 +70,15 @@ class ActiveShares
     /** One more message of the pair in flight (a pair without a path is not counted). */
     void Start(uint32_t src, uint32_t dst)
     {
-        auto it = m_pairs.find(Key(src, dst));
+        uint64_t key = Key(src, dst);
+        auto it = m_pairs.find(key);
         if (it == m_pairs.end() || it->second.active++ > 0)
         {
             return;
         }
         for (auto [port, fraction] : it->second.hops)
         {
-            m_senders[port][src][fraction]++;
+            m_pairsAt[port][key] = fraction;
             Reload(port);
         }
     }
@@ -85,24 +86,15 @@ class ActiveShares
     /** One message of the pair fewer in flight. */
     void Stop(uint32_t src, uint32_t dst)
     {
-        auto it = m_pairs.find(Key(src, dst));
+        uint64_t key = Key(src, dst);
+        auto it = m_pairs.find(key);
         if (it == m_pairs.end() || it->second.active == 0 || --it->second.active > 0)
         {
             return;
         }
         for (auto [port, fraction] : it->second.hops)
         {
-            auto& by_sender = m_senders[port];
-            auto s = by_sender.find(src);
-            auto f = s->second.find(fraction);
-            if (--f->second == 0)
-            {
-                s->second.erase(f);
-            }
-            if (s->second.empty())
-            {
-                by_sender.erase(s);
-            }
+            m_pairsAt[port].erase(key);
             Reload(port);
         }
     }
@@ -128,10 +120,10 @@ class ActiveShares
         return any ? std::max<int64_t>(1, static_cast<int64_t>(r * m_headroom)) : 0;
     }
 
-    /** Senders counted at a port now. */
-    uint32_t Senders(uint32_t port) const
+    /** Pairs counted at a port now. */
+    uint32_t Pairs(uint32_t port) const
     {
-        return static_cast<uint32_t>(m_senders.at(port).size());
+        return static_cast<uint32_t>(m_pairsAt.at(port).size());
     }
 
   private:
@@ -149,16 +141,16 @@ class ActiveShares
     void Reload(uint32_t port)
     {
         double load = 0.0;
-        for (const auto& [sender, fractions] : m_senders[port])
+        for (const auto& [pair, fraction] : m_pairsAt[port]) // ascending (sender, receiver), as the core adds
         {
-            load += fractions.rbegin()->first; // the largest fraction of this sender's active pairs here
+            load += fraction;
         }
         m_load[port] = load;
     }
 
     std::vector<double> m_rate;
-    // per port: sender -> (fraction -> active pairs of that sender crossing the port with it)
-    std::vector<std::map<uint32_t, std::map<double, uint32_t>>> m_senders;
+    // per port: the active pairs crossing it (key: sender << 32 | receiver) -> the fraction of their packets
+    std::vector<std::map<uint64_t, double>> m_pairsAt;
     std::vector<double> m_load;
     std::unordered_map<uint64_t, Pair> m_pairs;
     double m_headroom = 1.0;
