@@ -69,7 +69,14 @@ def _tail(r: dict[str, Any]) -> dict[str, float]:
 
 def _iteration(r: dict[str, Any]) -> dict[str, float]:
     times = [t for t in r["jobs"][0]["iteration_s"] if not math.isnan(t)]
-    return {"mean_iteration_ms": sum(times) / len(times) * 1e3 if times else math.nan, "iterations": len(times)}
+    job = r["flows"][r["jobs"][0]["tag"]]
+    return {
+        "mean_iteration_ms": sum(times) / len(times) * 1e3 if times else math.nan,
+        "iterations": len(times),
+        # how far a run got when no iteration finished before stop_s: the job's messages sent and completed
+        "job_messages": job["count"],
+        "job_messages_completed": job["completed"],
+    }
 
 
 def _tail_and_loss(r: dict[str, Any]) -> dict[str, float]:
@@ -204,7 +211,8 @@ def plot(data: dict[str, Any], out_dir: Path) -> Path:
 
     fig = FIGURES[data["figure"]]
     rows = data["rows"]
-    metrics = [k for k in next(iter(rows.values())) if k not in ("iterations", "hosts", "packets_per_s")]
+    skip = ("iterations", "hosts", "packets_per_s", "job_messages", "job_messages_completed")
+    metrics = [k for k in next(iter(rows.values())) if k not in skip]
     ax = plt.figure(figsize=(max(6, len(rows) * len(metrics) * 0.35), 3.5)).add_subplot()
     width = 0.8 / len(rows)
     for i, (baseline, vals) in enumerate(rows.items()):

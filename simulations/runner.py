@@ -436,7 +436,8 @@ def run(table: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]
         tail = proc.stderr.strip().splitlines()[-1:] or ["(no output)"]
         if proc.returncode == 3:
             raise MemoryRefused(tail[0])
-        raise RuntimeError(f"simulation {table.get('name', '?')!r} failed: {proc.stderr[-4000:]}")
+        how = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit status {proc.returncode}"
+        raise RuntimeError(f"simulation {table.get('name', '?')!r} failed ({how}): {proc.stderr[-4000:]}")
     result: dict[str, Any] = json.loads(proc.stdout)
     return result
 
