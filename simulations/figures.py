@@ -217,7 +217,19 @@ def plot(data: dict[str, Any], out_dir: Path) -> Path:
     width = 0.8 / len(rows)
     for i, (baseline, vals) in enumerate(rows.items()):
         xs = [j + i * width for j in range(len(metrics))]
-        ax.bar(xs, [vals[m] for m in metrics], width, label=baseline)
+        bars = ax.bar(xs, [0.0 if math.isnan(vals[m]) else vals[m] for m in metrics], width, label=baseline)
+        for x, m in zip(xs, metrics, strict=True):
+            if math.isnan(vals[m]):  # e.g. no iteration finished before the run's stop_s
+                ax.text(
+                    x,
+                    0,
+                    "did not finish",
+                    rotation=90,
+                    ha="center",
+                    va="bottom",
+                    fontsize="small",
+                    color=bars.patches[0].get_facecolor(),
+                )
     ax.set_xticks([j + width * (len(rows) - 1) / 2 for j in range(len(metrics))], metrics)
     ax.set_ylabel(fig.ylabel)
     ax.set_title(f"{fig.name} ({data['scale']})")
