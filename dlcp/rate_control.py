@@ -209,3 +209,37 @@ def shared_rates(
                 share = rate / sum(load[hop].values())
                 rates[src] = min(rates.get(src, share), share)
     return {h: max(1, int(r * headroom)) for h, r in rates.items()}
+
+
+def active_rates(
+    active: Iterable[tuple[int, int]],
+    paths: Mapping[tuple[int, int], Mapping[P, float]],
+    port_rate: Callable[[P], float | None],
+    headroom: float = HEADROOM,
+) -> dict[tuple[int, int], int]:
+    """(sender, receiver) -> the rate that pair is paced to now: ``headroom`` of its smallest share of a port
+    its data crosses, counting at each port only the pairs ``active`` now.
+
+    :func:`shared_rates` counts every sender that may ever meet at a port, so a sender idle for most of a job
+    still halves or quarters the others' shares: a parameter-server worker pushes at a quarter of a server's
+    port while only one of the servers is busy, and an incast's 6 senders of 15 possible each send at a
+    fifteenth. Here only the pairs with a message in flight count, and each pair gets its own rate (a sender
+    paces each receiver separately, and its own line caps the sum). ``paths[pair]`` maps each egress port the
+    pair's packets may cross to the fraction of them crossing it (:func:`sprayed`); a port's load is the sum
+    of those fractions over the active pairs (a sender sending to several receivers at once counts once per
+    receiver: each pair is paced on its own), added in ascending pair order (the simulator adds in the same
+    order, so both give the same bits: ``simulations/cpp/active_shares.h``). The pairs' rates times their
+    fractions then add up to at most the port's rate. An active pair crossing no counted port is absent
+    (unpaced). Rates in the unit of ``port_rate``.
+    """
+    pairs = sorted(dict.fromkeys(active))
+    load: dict[P, float] = {}
+    for pair in pairs:
+        for hop, fraction in paths[pair].items():
+            load[hop] = load.get(hop, 0) + fraction
+    rates: dict[tuple[int, int], int] = {}
+    for pair in pairs:
+        shares = [rate / load[hop] for hop in paths[pair] if (rate := port_rate(hop)) is not None]
+        if shares:
+            rates[pair] = max(1, int(min(shares) * headroom))
+    return rates

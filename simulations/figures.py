@@ -5,6 +5,9 @@ baseline with other values: a loss bound, a fabric size) as one sweep (local
 processes or a Dask cluster) and saves the summaries as JSON; ``plot`` draws
 the figure from that JSON only, so ``--plot-only`` re-plots without simulating.
 ``compare`` checks a run's rows against the figure's ``expected_small.json``.
+Every finished run is saved under ``<out>/<name>-<scale>.points/`` as it completes, so a killed
+sweep run again resumes from its saved points; a run that fails is reported with its parameters
+(``failed``) and the others are kept.
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ class Figure:
     ylabel: str
 
 
-def baselines(*names: str) -> Variants:
-    return lambda scale: [(b, {"baseline": b}) for b in names]
+def baselines(*names: str, paper: tuple[str, ...] = ()) -> Variants:
+    """One run per baseline; at paper scale only ``paper``'s when given (the TCP baselines' runs cost the most)."""
+    return lambda scale: [(b, {"baseline": b}) for b in (paper if scale == "paper" and paper else names)]
 
 
 def _sweep(field: str, small: tuple[Any, ...], paper: tuple[Any, ...], bases: tuple[str, ...]) -> Variants:
@@ -65,7 +69,14 @@ def _tail(r: dict[str, Any]) -> dict[str, float]:
 
 def _iteration(r: dict[str, Any]) -> dict[str, float]:
     times = [t for t in r["jobs"][0]["iteration_s"] if not math.isnan(t)]
-    return {"mean_iteration_ms": sum(times) / len(times) * 1e3 if times else math.nan, "iterations": len(times)}
+    job = r["flows"][r["jobs"][0]["tag"]]
+    return {
+        "mean_iteration_ms": sum(times) / len(times) * 1e3 if times else math.nan,
+        "iterations": len(times),
+        # how far a run got when no iteration finished before stop_s: the job's messages sent and completed
+        "job_messages": job["count"],
+        "job_messages_completed": job["completed"],
+    }
 
 
 def _tail_and_loss(r: dict[str, Any]) -> dict[str, float]:
@@ -79,8 +90,12 @@ def _scale(r: dict[str, Any]) -> dict[str, float]:
 
 FIGURES: dict[str, Figure] = {
     "incast_tail": Figure("incast_tail", baselines("dlcp", "dctcp", "tcp", "pfabric"), _tail, "gradient FCT (us)"),
-    "ps_iteration": Figure("ps_iteration", baselines("dlcp", "dctcp", "tcp"), _iteration, "iteration time (ms)"),
-    "ring_iteration": Figure("ring_iteration", baselines("dlcp", "dctcp", "tcp"), _iteration, "iteration time (ms)"),
+    "ps_iteration": Figure(
+        "ps_iteration", baselines("dlcp", "dctcp", "tcp", paper=("dlcp", "dctcp")), _iteration, "iteration time (ms)"
+    ),
+    "ring_iteration": Figure(
+        "ring_iteration", baselines("dlcp", "dctcp", "tcp", paper=("dlcp", "dctcp")), _iteration, "iteration time (ms)"
+    ),
     "ablation": Figure(
         "ablation",
         baselines(
@@ -133,12 +148,19 @@ def run(
     base = scenario_table(name, scale)
     variants = fig.variants(scale)
     tables = [merge(base, over) for _, over in variants]
-    results = runner.sweep(tables, parallel=parallel, address=address, progress=progress)
+    points = out_dir / f"{name}-{scale}.points"
+    results = runner.sweep(tables, parallel=parallel, address=address, progress=progress, points_dir=points)
+    done = [(v, r) for v, r in zip(variants, results, strict=True) if runner.FAILED not in r]
     data = {
         "figure": name,
         "scale": scale,
-        "rows": {label: fig.metric(r) for (label, _), r in zip(variants, results, strict=True)},
-        "runs": results,
+        "rows": {label: fig.metric(r) for (label, _), r in done},
+        "failed": [
+            {"label": label, "overrides": over, "error": r[runner.FAILED]}
+            for (label, over), r in zip(variants, results, strict=True)
+            if runner.FAILED in r
+        ],
+        "runs": [r for _, r in done],
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{name}-{scale}.json").write_text(json.dumps(data, indent=1, sort_keys=True))
@@ -189,12 +211,25 @@ def plot(data: dict[str, Any], out_dir: Path) -> Path:
 
     fig = FIGURES[data["figure"]]
     rows = data["rows"]
-    metrics = [k for k in next(iter(rows.values())) if k not in ("iterations", "hosts", "packets_per_s")]
+    skip = ("iterations", "hosts", "packets_per_s", "job_messages", "job_messages_completed")
+    metrics = [k for k in next(iter(rows.values())) if k not in skip]
     ax = plt.figure(figsize=(max(6, len(rows) * len(metrics) * 0.35), 3.5)).add_subplot()
     width = 0.8 / len(rows)
     for i, (baseline, vals) in enumerate(rows.items()):
         xs = [j + i * width for j in range(len(metrics))]
-        ax.bar(xs, [vals[m] for m in metrics], width, label=baseline)
+        bars = ax.bar(xs, [0.0 if math.isnan(vals[m]) else vals[m] for m in metrics], width, label=baseline)
+        for x, m in zip(xs, metrics, strict=True):
+            if math.isnan(vals[m]):  # e.g. no iteration finished before the run's stop_s
+                ax.text(
+                    x,
+                    0,
+                    "did not finish",
+                    rotation=90,
+                    ha="center",
+                    va="bottom",
+                    fontsize="small",
+                    color=bars.patches[0].get_facecolor(),
+                )
     ax.set_xticks([j + width * (len(rows) - 1) / 2 for j in range(len(metrics))], metrics)
     ax.set_ylabel(fig.ylabel)
     ax.set_title(f"{fig.name} ({data['scale']})")

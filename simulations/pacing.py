@@ -8,6 +8,10 @@ pairs of the run's DLCP traffic (jobs' pushes and pulls or ring steps, DLCP mess
 egress port on their shortest paths with the fraction of the pair's packets that spraying puts there
 (:func:`dlcp.rate_control.sprayed`), at that port's rate. Host NICs are not counted (a host's own
 line is its ceiling anyway), as the controller counts only switch ports.
+
+With ``host_pacing = "active"`` the simulator hands the same paths to its C++ mirror of
+:func:`dlcp.rate_control.active_rates` (``simulations/cpp/active_shares.h``), which counts at each port only
+the senders with a message in flight now; :func:`pair_paths` and :func:`port_rates` give it the fabric.
 """
 
 from __future__ import annotations
@@ -39,21 +43,44 @@ def data_pairs(traffic: Traffic) -> list[tuple[int, int]]:
     return list(pairs)
 
 
-def host_rates(fabric: Fabric, traffic: Traffic, payload_bytes: int) -> dict[int, int]:
-    """Host -> bits/s it is paced to (full packets of ``payload_bytes``); hosts that send no DLCP data are
-    absent (they start at the line)."""
+def pair_paths(
+    fabric: Fabric, pairs: list[tuple[int, int]], spraying: bool = True
+) -> dict[tuple[int, int], dict[Port, float]]:
+    """(sender, receiver) -> the switch egress ports its packets may cross, with the fraction crossing each.
+
+    Sprayed per packet (:func:`dlcp.rate_control.sprayed`), or, without spraying (per-flow ECMP: the
+    ``dlcp_no_spray`` and ``tensor_priority`` baselines), a single path that may be any of them: the flow's
+    hash may put all its packets on any one, so every port it may take carries all of them."""
     table = fabric.next_hops()
+    adj = fabric.neighbours()
+    out: dict[tuple[int, int], dict[Port, float]] = {}
+
+    def peer(port: Port) -> int | None:
+        return None if fabric.is_host(port[1]) else port[1]
+
+    for src, dst in pairs:
+
+        def next_ports(node: int, dst: int = dst) -> list[Port]:
+            return [(node, nxt) for nxt in table[node][dst]]
+
+        through = sprayed(adj[src][0], next_ports, peer)
+        out[(src, dst)] = through if spraying else dict.fromkeys(through, 1.0)
+    return out
+
+
+def port_rates(fabric: Fabric) -> dict[Port, float]:
+    """Every directed link's rate, bits/s, keyed as a switch egress port (a host's own ports included)."""
     rate: dict[Port, float] = {}
     for link in fabric.links:
         rate[(link.a, link.b)] = link.rate_bps
         rate[(link.b, link.a)] = link.rate_ba_bps or link.rate_bps
-    adj = fabric.neighbours()
+    return rate
 
-    def fractions(src: int, dst: int) -> dict[Port, float]:
-        return sprayed(
-            adj[src][0],
-            lambda node: [(node, nxt) for nxt in table[node][dst]],
-            lambda port: None if fabric.is_host(port[1]) else port[1],
-        )
 
-    return shared_rates(data_pairs(traffic), fractions, rate.__getitem__, headroom(payload_bytes))
+def host_rates(fabric: Fabric, traffic: Traffic, payload_bytes: int, spraying: bool = True) -> dict[int, int]:
+    """Host -> bits/s it is paced to (full packets of ``payload_bytes``); hosts that send no DLCP data are
+    absent (they start at the line). Without ``spraying`` every pair counts as on a single path."""
+    paths = pair_paths(fabric, data_pairs(traffic), spraying)
+    return shared_rates(
+        paths, lambda src, dst: paths[(src, dst)], port_rates(fabric).__getitem__, headroom(payload_bytes)
+    )

@@ -10,6 +10,7 @@ are the same code.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -20,6 +21,8 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import as_completed as as_completed_local
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -197,8 +200,19 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
     tp.payload_bytes = s.dlcp.transport.payload_bytes
     tp.job_id = s.dlcp.job.id
     tp.rate = _rate_rule(ns, s, rate_control.unpaced(host_bps / 8, s.dlcp.policy.largest_bound))
+    if s.host_pacing == "active" and not feat.srpt:
+        _active_shares(sim, fabric, traffic, s.dlcp.transport.payload_bytes, feat.spraying)
+        # Each receiver paced at its pair's share over the active senders; the host's own rule caps their sum at
+        # its line, less the same headroom.
+        tp.rate = _rate_rule(
+            ns,
+            s,
+            rate_control.paced(
+                host_bps * rate_control.headroom(s.dlcp.transport.payload_bytes) / 8, s.dlcp.policy.largest_bound
+            ),
+        )
     if s.host_pacing == "share" and not feat.srpt:
-        shares = pacing.host_rates(fabric, traffic, s.dlcp.transport.payload_bytes)
+        shares = pacing.host_rates(fabric, traffic, s.dlcp.transport.payload_bytes, feat.spraying)
         tp.host_rates = [
             _rate_rule(ns, s, rate_control.paced(shares[h] / 8, s.dlcp.policy.largest_bound))
             if h in shares
@@ -206,6 +220,7 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
             for h in range(fabric.hosts)
         ]
     tp.wire_overhead = WIRE_OVERHEAD
+    tp.line_rate = host_bps / 8
     tp.pace_retx = s.retransmissions == "paced"
     tp.initial_rto = s.probe_timeout_us * 1e-6
     tp.max_rto = s.max_probe_timeout_us * 1e-6
@@ -271,6 +286,19 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
         "memory_estimate_mb": round(est),
     }
     return out
+
+
+def _active_shares(sim: Any, fabric: Any, traffic: workloads.Traffic, payload_bytes: int, spraying: bool) -> None:
+    """The simulator's mirror of :func:`dlcp.rate_control.active_rates`: every port's rate and every DLCP data
+    pair's path, its senders counted as their messages start and finish."""
+    rates = pacing.port_rates(fabric)
+    index = {port: i for i, port in enumerate(rates)}
+    shares = sim.Shares()
+    shares.SetPorts(list(rates.values()))
+    shares.SetHeadroom(rate_control.headroom(payload_bytes))
+    for (src, dst), through in pacing.pair_paths(fabric, pacing.data_pairs(traffic), spraying).items():
+        shares.SetPath(src, dst, [index[p] for p in through], list(through.values()))
+    sim.SetActivePacing(True)
 
 
 def _rate_rule(ns: Any, s: Scenario, rule: rate_control.RateRule) -> Any:
@@ -360,6 +388,11 @@ def summarise(s: Scenario, sim: Any, traffic: workloads.Traffic, njobs: int) -> 
         "host_rx_packets": int(sw.host_rx_packets),
         "route_lookups": int(sw.route_lookups),
         "switch_dropped": int(sw.switch_dropped),
+        # the port model's switch ports: packets an arrival found queued, on average and at most
+        "queue_at_arrival_mean": round(int(sw.arrival_depth_sum) / max(1, int(sw.switch_arrivals)), 3),
+        "queue_at_arrival_peak": int(sw.arrival_depth_peak),
+        # seconds DLCP senders' pacers added over their lines (per data packet: interval less line time)
+        "pacing_excess_s": round(float(h.pacing_excess_s), 6),
         "tcp_connections": int(sim.TcpConnections()),
         "per_class": per_class,
     }
@@ -373,6 +406,8 @@ def summarise(s: Scenario, sim: Any, traffic: workloads.Traffic, njobs: int) -> 
         # Every DLCP sender's rate where its rate control left it (bits/s, host order): a paced sender
         # starts at its share, an unpaced one at the line.
         "host_rate_bps": [round(float(sim.HostRate(h)) * 8) for h in range(hosts)],
+        # Seconds each host's pacer added over its line (counters.pacing_excess_s, per host).
+        "host_pacing_excess_s": [round(float(sim.HostPacingExcess(h)), 6) for h in range(hosts)],
         "flows": flows,
         "jobs": jobs,
         "counters": counters,
@@ -401,9 +436,20 @@ def run(table: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]
         tail = proc.stderr.strip().splitlines()[-1:] or ["(no output)"]
         if proc.returncode == 3:
             raise MemoryRefused(tail[0])
-        raise RuntimeError(f"simulation {table.get('name', '?')!r} failed: {proc.stderr[-4000:]}")
+        how = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit status {proc.returncode}"
+        raise RuntimeError(f"simulation {table.get('name', '?')!r} failed ({how}): {proc.stderr[-4000:]}")
     result: dict[str, Any] = json.loads(proc.stdout)
     return result
+
+
+FAILED = "failed"
+"""Key of a failed sweep point's entry (its error); the entry also holds the point's ``table``."""
+
+
+def point_key(table: dict[str, Any]) -> str:
+    """A sweep point's name on disk: the hash of its scenario table (a changed point is run again)."""
+    blob = json.dumps(table, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:20]
 
 
 def sweep(
@@ -411,29 +457,65 @@ def sweep(
     parallel: int = 1,
     address: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    points_dir: Path | None = None,
 ) -> list[dict[str, Any]]:
-    """Run many scenarios: local processes (``parallel`` at a time), or a Dask cluster at ``address``."""
+    """Run many scenarios: local processes (``parallel`` at a time), or a Dask cluster at ``address``.
+
+    A point that fails does not stop the others: its entry is ``{FAILED: the error, "table": its table}``.
+    With ``points_dir`` every finished point is saved there as it completes (``<point_key>.json``), and a point
+    already saved there is not run again: a killed sweep resumes from its saved points.
+    """
     todo = list(tables)
     parsed = [scenario.from_table(t) for t in todo]  # refuse a bad sweep before anything starts
-    if not address:  # a cluster's workers check their own memory (run)
-        check_memory(parsed, parallel=min(max(1, parallel), len(parsed)))
     results: list[dict[str, Any]] = [{} for _ in todo]
+    pending = list(range(len(todo)))
+    if points_dir is not None:
+        points_dir.mkdir(parents=True, exist_ok=True)
+        for i in list(pending):
+            saved = points_dir / f"{point_key(todo[i])}.json"
+            if saved.exists():
+                results[i] = json.loads(saved.read_text())
+                pending.remove(i)
+        if len(pending) < len(todo):
+            log.info("sweep: %d of %d points already saved in %s", len(todo) - len(pending), len(todo), points_dir)
+    if not address and pending:  # a cluster's workers check their own memory (run)
+        check_memory([parsed[i] for i in pending], parallel=min(max(1, parallel), len(pending)))
+    done = len(todo) - len(pending)
+
+    def finish(i: int, result: dict[str, Any] | None, error: BaseException | None) -> None:
+        nonlocal done
+        if error is not None:
+            log.warning("sweep point %s failed: %s", todo[i].get("name", i), error)
+            results[i] = {FAILED: f"{type(error).__name__}: {error}", "table": todo[i]}
+        else:
+            assert result is not None
+            results[i] = result
+            if points_dir is not None:
+                tmp = points_dir / f".{point_key(todo[i])}.tmp"
+                tmp.write_text(json.dumps(result))
+                tmp.replace(points_dir / f"{point_key(todo[i])}.json")
+        done += 1
+        if progress:
+            progress(done, len(todo))
+
     if address:
         try:
             from distributed import Client, as_completed
         except ImportError:
             raise ScenarioError("--address needs Dask's `distributed` (pip install distributed)") from None
         with Client(address) as client:
-            futures = {client.submit(run, t, pure=False): i for i, t in enumerate(todo)}
-            for done, fut in enumerate(as_completed(futures), start=1):
-                results[futures[fut]] = fut.result()
-                if progress:
-                    progress(done, len(todo))
+            futures = {client.submit(run, todo[i], pure=False): i for i in pending}
+            for fut in as_completed(futures):
+                try:
+                    finish(futures[fut], fut.result(), None)
+                except Exception as e:
+                    finish(futures[fut], None, e)
         return results
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        futs = [pool.submit(run, t) for t in todo]
-        for i, f in enumerate(futs):
-            results[i] = f.result()
-            if progress:
-                progress(i + 1, len(todo))
+        futs = {pool.submit(run, todo[i]): i for i in pending}
+        for f in as_completed_local(futs):
+            try:
+                finish(futs[f], f.result(), None)
+            except Exception as e:
+                finish(futs[f], None, e)
     return results

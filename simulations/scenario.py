@@ -9,7 +9,7 @@ A scenario describes one simulation::
     ports = "dlcp"             # dlcp (DLCP's port model where it applies) | ns3 (ns-3's devices and queue discs)
     stop_s = 0.05              # simulated-time limit
     retransmissions = "paced"  # paced | burst (the host stack's)
-    host_pacing = "share"      # share (each DLCP sender at its share of the fabric, as the controller paces) | line
+    host_pacing = "share"      # share (each DLCP sender at its share, as the controller paces) | active | line
     probe_timeout_us = 1000.0  # DLCP's first probe timeout, doubling up to max_probe_timeout_us
 
     [topology]                 # leaf_spine | fat_tree | star (hosts, host_down_gbps, bottleneck_host, bottleneck_gbps)
@@ -221,10 +221,12 @@ class Scenario:
     retransmissions: Literal["paced", "burst"] = "paced"
     """DLCP senders: retransmissions paced at the sender's rate ahead of first passes, or sent at once
     (as the host stack's receive thread does)."""
-    host_pacing: Literal["share", "line"] = "share"
-    """DLCP senders start at (and never exceed) their share of the narrowest port their data crosses, 95% of
-    it, as the controller paces the testbed's hosts (:mod:`dlcp.simulations.pacing`); or ``line``: at the
-    host's line rate, halving on congestion (an unpaced host). The pfabric baseline is always at the line."""
+    host_pacing: Literal["share", "active", "line"] = "share"
+    """DLCP senders start at (and never exceed) their share of the narrowest port their data crosses, less the
+    wire's headroom, as the controller paces the testbed's hosts (:mod:`dlcp.simulations.pacing`); ``active``:
+    each sender paces each receiver at its pair's share over the senders active now
+    (:func:`dlcp.rate_control.active_rates`), its line capping the sum; or ``line``: at the host's line rate,
+    halving on congestion (an unpaced host). The pfabric baseline is always at the line."""
     probe_timeout_us: float = 1000.0
     """DLCP senders' first probe timeout (it doubles on silence up to ``max_probe_timeout_us``); the host
     stack's is 10 ms (host/endpoint.py), sized for loopback and namespaces, not for 100 Gbit/s fabrics.

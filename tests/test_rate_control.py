@@ -160,3 +160,74 @@ def test_sprayed_senders_share_the_parallel_ports_and_single_path_senders_one_po
     with pytest.raises(ValueError, match="positive"):
         rate_control.headroom(0)
     assert 0.98 < rate_control.headroom(8192) < 0.99 and rate_control.headroom(1024) < 0.95
+
+
+def test_active_rates_count_only_the_senders_active_now() -> None:
+    # Four workers may push to a server's 100-unit port; with one of them active it has the port alone, with
+    # all four each has a quarter. Each pair has its own rate: w1's pair to the idle server s2 is not active.
+    paths = {(w, s): {f"{s}-port": 1.0} for w in ("w1", "w2", "w3", "w4") for s in ("s1", "s2")}
+    rate = {"s1-port": 100.0, "s2-port": 100.0}
+    ids = {name: i for i, name in enumerate(("w1", "w2", "w3", "w4", "s1", "s2"))}
+    num = {(ids[a], ids[b]): p for (a, b), p in paths.items()}
+    one = rate_control.active_rates([(0, 4)], num, rate.get, headroom=1.0)
+    assert one == {(0, 4): 100}
+    four = rate_control.active_rates([(w, 4) for w in range(4)], num, rate.get, headroom=1.0)
+    assert four == {(w, 4): 25 for w in range(4)}
+    mixed = rate_control.active_rates([(0, 4), (1, 4), (0, 5)], num, rate.get, headroom=0.5)
+    assert mixed == {(0, 4): 25, (1, 4): 25, (0, 5): 50}, "w1 toward s2 alone there, and at s1 one of two"
+    # The static rule counts every sender that may meet there: a quarter whoever is busy.
+    static = rate_control.shared_rates(num, lambda a, b: num[(a, b)], rate.get, headroom=1.0)
+    assert static == {w: 25 for w in range(4)}
+
+
+FRACTIONS = (1.0, 0.5, 0.25, 1 / 3, 1 / 6)
+
+
+@st.composite
+def active_cases(
+    draw: st.DrawFn,
+) -> tuple[list[float], dict[tuple[int, int], dict[int, float]], list[tuple[bool, int]]]:
+    """Random ports (rate 0: not counted), pairs with random paths, and a sequence of starts and stops."""
+    nports = draw(st.integers(1, 6))
+    rates = draw(st.lists(st.sampled_from([0.0, 1e9, 25e9, 40e9, 100e9, 3.3e9]), min_size=nports, max_size=nports))
+    hosts = draw(st.integers(2, 7))
+    pair_list = draw(
+        st.lists(
+            st.tuples(st.integers(0, hosts - 1), st.integers(0, hosts - 1)).filter(lambda p: p[0] != p[1]),
+            min_size=1,
+            max_size=10,
+            unique=True,
+        )
+    )
+    paths = {
+        pair: draw(st.dictionaries(st.integers(0, nports - 1), st.sampled_from(FRACTIONS), min_size=1, max_size=nports))
+        for pair in pair_list
+    }
+    events = draw(st.lists(st.tuples(st.booleans(), st.integers(0, len(pair_list) - 1)), min_size=1, max_size=30))
+    return rates, paths, events
+
+
+@needs_ns3
+@settings(max_examples=300, deadline=None)
+@given(active_cases(), st.sampled_from([1.0, 0.95, rate_control.headroom(8192), rate_control.headroom(64960)]))
+def test_simulator_active_shares_are_the_cores(ns: Any, case: Any, headroom: float) -> None:
+    rates, paths, events = case
+    shares = ns.ActiveShares()
+    shares.SetPorts(rates)
+    shares.SetHeadroom(headroom)
+    for (src, dst), through in paths.items():
+        shares.SetPath(src, dst, list(through), list(through.values()))
+    pairs = list(paths)
+    in_flight: dict[tuple[int, int], int] = {}
+    for start, i in events:
+        pair = pairs[i]
+        if start:
+            shares.Start(*pair)
+            in_flight[pair] = in_flight.get(pair, 0) + 1
+        elif in_flight.get(pair):
+            shares.Stop(*pair)
+            in_flight[pair] -= 1
+        active = [p for p in pairs if in_flight.get(p)]
+        want = rate_control.active_rates(active, paths, lambda port: rates[port] or None, headroom)
+        got = {p: int(shares.Rate(*p)) for p in pairs}
+        assert {p: r for p, r in got.items() if r} == want, f"after {'start' if start else 'stop'} of {pair}"

@@ -42,3 +42,39 @@ def test_partitioned_layers_spread_a_model_over_more_buckets() -> None:
     assert max(b for b, _ in parts) < (1 << 20) + (1 << 19)
     assert sum(b for b, _ in parts) == sum(b for b, _ in whole)
     assert abs(sum(f for _, f in parts) - sum(f for _, f in whole)) < 1e-6 * sum(f for _, f in whole)
+
+
+def test_without_spraying_a_sender_counts_as_on_a_single_path() -> None:
+    # Two leaves joined by two 10 Gbit/s spines; two senders on leaf 0 into two receivers on leaf 1. Sprayed,
+    # each puts half its packets on each uplink: a load of one per uplink, 10 Gbit/s each. Hashed per flow
+    # (dlcp_no_spray, tensor_priority), either flow may land wholly on either uplink: a load of two, 5 each.
+    fabric = topology.leaf_spine(2, 2, 4, 100.0, 10.0, 1e-6)
+    msgs = [
+        workloads.Message(src=s, dst=d, start_s=0.0, bytes=1, transport=workloads.DLCP, tag="g")
+        for s, d in ((0, 4), (1, 5))
+    ]
+    traffic = workloads.Traffic(messages=msgs)
+    assert pacing.host_rates(fabric, traffic, 1024) == {0: int(10e9 * headroom(1024)), 1: int(10e9 * headroom(1024))}
+    assert pacing.host_rates(fabric, traffic, 1024, spraying=False) == {
+        0: int(10e9 / 2 * headroom(1024)),
+        1: int(10e9 / 2 * headroom(1024)),
+    }
+    single = pacing.pair_paths(fabric, pacing.data_pairs(traffic), spraying=False)
+    assert set(single[(0, 4)].values()) == {1.0} and len(single[(0, 4)]) == 5, "2 uplinks, 2 spine downlinks, 1 port"
+
+
+def test_active_pairs_share_only_with_the_senders_active_now() -> None:
+    # An incast's possible senders are every other host; active now are 3 of them: each gets a third of the
+    # receiver's port, not a fifteenth (the static share).
+    from dlcp.rate_control import active_rates
+
+    fabric = topology.leaf_spine(2, 2, 8, 100.0, 100.0, 1e-6)
+    msgs = [
+        workloads.Message(src=h, dst=15, start_s=0.0, bytes=1, transport=workloads.DLCP, tag="g") for h in range(15)
+    ]
+    traffic = workloads.Traffic(messages=msgs)
+    static = pacing.host_rates(fabric, traffic, 8192)
+    assert set(static.values()) == {int(100e9 / 15 * headroom(8192))}
+    paths = pacing.pair_paths(fabric, pacing.data_pairs(traffic))
+    now = active_rates([(0, 15), (9, 15), (10, 15)], paths, pacing.port_rates(fabric).__getitem__, headroom(8192))
+    assert now == {p: int(100e9 / 3 * headroom(8192)) for p in ((0, 15), (9, 15), (10, 15))}

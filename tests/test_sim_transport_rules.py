@@ -69,3 +69,21 @@ def test_senders_paced_at_their_share_do_not_overflow_an_incast() -> None:
     share = int(100e9 / 6 * headroom(8192))
     senders = [h for h, r in enumerate(paced["host_rate_bps"]) if r != 100e9]
     assert len(senders) == 6 and all(abs(paced["host_rate_bps"][h] - share) <= 8 for h in senders), "at their share"
+
+
+def test_senders_paced_over_the_active_senders_use_the_port_when_few_of_the_possible_are_busy() -> None:
+    # Each round a different 6 of the 15 other hosts send 100 packets to host 15: the static share counts every
+    # host that sends there in some round (12 of them in these 3 rounds), so a round takes about 12/6 of the
+    # port's time for its bytes; counting
+    # the senders active now, each sends at a sixth and the round takes the port's time. Nothing is lost.
+    rounds = {"rounds": 3, "gap_us": 1000}
+    static, active = incast(100, stop_s=0.1), incast(100, stop_s=0.1, host_pacing="active")
+    for t in (static, active):
+        t["workload"][0] |= rounds
+    s, a = runner.run(static)["flows"]["gradient"], runner.run(active)
+    g = a["flows"]["gradient"]
+    assert g["completed"] == s["completed"] == 18 and g["retransmitted_packets"] == 0
+    assert sum(a["counters"]["per_class"]["dropped"]) == sum(a["counters"]["per_class"]["overflow"]) == 0
+    ideal = 6 * 100 * 8192 * 8 / 100e9
+    assert ideal < g["fct_max_s"] < 1.15 * ideal / headroom(8192), g["fct_max_s"]
+    assert s["fct_max_s"] > 1.5 * g["fct_max_s"], "the static share waits for 15 senders that are not all there"

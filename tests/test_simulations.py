@@ -153,3 +153,32 @@ def test_sweep_on_a_dask_cluster_matches_local_processes() -> None:
         b.pop("perf")
     assert local == remote, "the same scenarios give the same runs on the cluster"
     assert local[0]["flows"] != local[1]["flows"]
+
+
+def test_a_sweep_keeps_the_points_that_finish_reports_a_failed_one_and_resumes(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The simulation itself is replaced: what is checked is the sweep's bookkeeping (no ns-3 needed for that,
+    # but it lives beside the other sweep tests).
+    calls: list[int] = []
+    broken = {2}
+
+    def fake_run(t: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
+        calls.append(t["seed"])
+        if t["seed"] in broken:
+            raise RuntimeError("simulation 't' failed: out of luck")
+        return {"seed": t["seed"]}
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    tables = [table(seed=s, workload=[INCAST]) for s in (1, 2, 3)]
+    first = runner.sweep(tables, parallel=2, points_dir=tmp_path)
+    assert first[0] == {"seed": 1} and first[2] == {"seed": 3}, "the others complete and are kept"
+    assert "out of luck" in first[1][runner.FAILED] and first[1]["table"]["seed"] == 2, "reported with its table"
+    assert len(list(tmp_path.glob("*.json"))) == 2, "only finished points are saved"
+    calls.clear()
+    broken.clear()
+    again = runner.sweep(tables, parallel=2, points_dir=tmp_path)
+    assert calls == [2], "a resumed sweep runs only the point not saved"
+    assert again == [{"seed": 1}, {"seed": 2}, {"seed": 3}]
+    changed = runner.sweep([table(seed=1, stop_s=0.06, workload=[INCAST])], points_dir=tmp_path)
+    assert changed == [{"seed": 1}] and calls == [2, 1], "a point whose table changed runs again"

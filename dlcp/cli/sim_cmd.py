@@ -227,6 +227,10 @@ def _figure(args: argparse.Namespace) -> int:
                 address=args.address,
                 progress=lambda done, total: print(f"  {done}/{total} runs done", file=sys.stderr),
             )
+    for f in data.get("failed", []):
+        print(f"failed: {f['label']} {json.dumps(f['overrides'])}: {f['error']}", file=sys.stderr)
+    if not data["rows"]:
+        return 1
     png = figures.plot(data, args.out)
     if args.json:
         json.dump(data["rows"], sys.stdout, indent=1)
@@ -235,4 +239,4 @@ def _figure(args: argparse.Namespace) -> int:
         for baseline, vals in data["rows"].items():
             print(f"{baseline:<24} " + "  ".join(f"{k} {v:.1f}" for k, v in vals.items()))
         print(f"plot: {png}")
-    return 0
+    return 1 if data.get("failed") else 0

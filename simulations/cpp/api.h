@@ -3,6 +3,7 @@
 // almost nothing; everything per packet stays in C++ (sim.cc and the components).
 #pragma once
 
+#include "active_shares.h"
 #include "message_state.h"
 #include "types.h"
 
@@ -57,6 +58,10 @@ struct SwitchTotals
     uint64_t host_rx_packets = 0;  // IPv4 packets delivered to hosts' transports
     uint64_t route_lookups = 0;
     uint64_t switch_dropped = 0;   // DLCP switches: no route or TTL expired (0 in a sound fabric)
+    // DLCP's port model, switch ports: packets queued ahead of each arrival (summed), and the most any found
+    uint64_t switch_arrivals = 0;
+    uint64_t arrival_depth_sum = 0;
+    uint64_t arrival_depth_peak = 0;
 };
 
 class SimulationImpl;
@@ -87,6 +92,10 @@ class Simulation
     /** After Build: whether this run uses DLCP's port model. */
     bool UsesPortModel() const;
     void SetTransport(const TransportParams& params);
+    /** Pace DLCP senders per receiver at their share over the senders active now (ActiveShares, set up
+     *  through Shares() before Run), instead of at one rate per host. */
+    void SetActivePacing(bool on);
+    ActiveShares& Shares();
     /** TCP for TCP messages: "newreno" or "dctcp"; minimum RTO; segment size; socket buffers. */
     void SetTcp(const std::string& variant, double min_rto_s, uint32_t segment_bytes, uint32_t buffer_bytes);
     // The switch's DLCP tables (the controller's entries), applied to every DLCP queue disc.
@@ -120,6 +129,8 @@ class Simulation
     uint32_t TcpConnections() const;
     /** A DLCP host's sending rate now, bytes/s (after Run: where its rate control left it). */
     double HostRate(uint32_t host) const;
+    /** Seconds host `host`'s pacer added over its line (HostCounters::pacing_excess_s, this host's part). */
+    double HostPacingExcess(uint32_t host) const;
     double Now() const;
 
   private:

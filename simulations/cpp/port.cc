@@ -204,6 +204,8 @@ bool
 PortQueue::Enqueue(Frame&& frame)
 {
     m_stats.received++;
+    m_stats.depth_sum += m_size;
+    m_stats.depth_peak = std::max<uint64_t>(m_stats.depth_peak, m_size);
     if (m_discipline != Discipline::DLCP)
     {
         return EnqueueFifo(std::move(frame));

@@ -81,6 +81,8 @@ struct PortStats
     uint64_t received = 0; // offered to the queue (admitted or not)
     uint64_t dropped = 0;  // selective drops, overflow, pushed out
     uint64_t sent = 0;     // handed to the transmitter
+    uint64_t depth_sum = 0;  // packets queued ahead of each arrival, summed
+    uint64_t depth_peak = 0; // the most an arrival found queued
 };
 
 /** RED's parameters, in packets (ns-3's RedQueueDisc attributes of the same names; no adaptive variant). */

@@ -97,6 +97,8 @@ class SimulationImpl : public MessageService
     std::string ports = "dlcp"; // DLCP's port model (port.h) where it applies, or "ns3" devices and queue discs
     bool port_model = false;    // decided in Build()
     TransportParams transport;
+    ActiveShares shares;
+    bool active_pacing = false;
     std::string tcp_variant = "dctcp";
     double tcp_min_rto = 1e-3;
     uint32_t tcp_segment = 1448;
@@ -480,6 +482,10 @@ SimulationImpl::Build()
         Ptr<Node> node = nodes.Get(node_of_host[h]);
         Ptr<DlcpHost> app = CreateObject<DlcpHost>();
         app->Configure(h, transport, &host_address, &records, &host_counters, seed * 1000003ULL + h);
+        if (active_pacing)
+        {
+            app->SetActiveShares(&shares);
+        }
         node->AddApplication(app);
         app->SetStartTime(Seconds(0));
         hosts[h] = app;
@@ -672,6 +678,19 @@ void
 Simulation::SetTransport(const TransportParams& params)
 {
     m_impl->transport = params;
+}
+
+void
+Simulation::SetActivePacing(bool on)
+{
+    m_impl->CheckNotBuilt("SetActivePacing");
+    m_impl->active_pacing = on;
+}
+
+ActiveShares&
+Simulation::Shares()
+{
+    return m_impl->shares;
 }
 
 void
@@ -923,6 +942,9 @@ Simulation::Switches() const
                 continue;
             }
             t.switch_forwarded += s.sent;
+            t.switch_arrivals += s.received;
+            t.arrival_depth_sum += s.depth_sum;
+            t.arrival_depth_peak = std::max<uint64_t>(t.arrival_depth_peak, s.depth_peak);
             AddClassCounters(t, port->Queue().Counters(), k);
         }
     }
@@ -955,6 +977,12 @@ double
 Simulation::HostRate(uint32_t host) const
 {
     return m_impl->hosts.at(host)->Rate();
+}
+
+double
+Simulation::HostPacingExcess(uint32_t host) const
+{
+    return m_impl->hosts.at(host)->PacingExcess();
 }
 
 uint64_t

@@ -172,7 +172,9 @@ DlcpHost::Send(uint32_t record, uint32_t dst, const SendSpec& spec, std::functio
         m->spec.priority = SrptClass(static_cast<uint64_t>(n) * m_params.payload_bytes); // shortest first here too
     }
     m_firstPass[std::min<uint32_t>(spec.priority, dlcp::NUM_PRIORITY_CLASSES - 1)].push_back(key);
+    TxMsg& sent = *m;
     m_tx[key] = std::move(m);
+    SetActive(sent, true);
     Kick();
 }
 
@@ -191,12 +193,18 @@ DlcpHost::Expect(uint32_t record, uint32_t src, uint32_t msg_id, const MessageSh
 void
 DlcpHost::Kick()
 {
+    Time now = Simulator::Now();
     if (m_txScheduled)
     {
-        return;
+        // Without shares the scheduled loop is the next packet's time. With them it may be a wait for a busy
+        // receiver's pacer, which a message to another receiver need not wait for.
+        if (!m_shares || m_txAt <= std::max(m_nextTx, now))
+        {
+            return;
+        }
+        Simulator::Cancel(m_txEvent);
     }
     m_txScheduled = true;
-    Time now = Simulator::Now();
     if (m_nextTx <= now && m_params.phase_jitter)
     {
         // An idle sender starts at a random point of its first packet's interval: real hosts are not
@@ -206,23 +214,152 @@ DlcpHost::Kick()
                            m_params.wire_overhead) / m_rate;
         m_nextTx = now + Seconds(std::uniform_real_distribution<double>(0.0, interval)(m_phaseRng));
     }
-    Simulator::Schedule(m_nextTx > now ? m_nextTx - now : Time(0), &DlcpHost::TxLoop, this);
+    m_txAt = m_nextTx > now ? m_nextTx : now;
+    m_txEvent = Simulator::Schedule(m_txAt - now, &DlcpHost::TxLoop, this);
 }
 
 void
-DlcpHost::Charge(uint32_t wire_bytes)
+DlcpHost::SetActive(TxMsg& m, bool active)
+{
+    if (m_shares == nullptr || m.active == active)
+    {
+        return;
+    }
+    m.active = active;
+    if (active)
+    {
+        m_shares->Start(m_rank, m.dst);
+    }
+    else
+    {
+        m_shares->Stop(m_rank, m.dst);
+    }
+}
+
+bool
+DlcpHost::DestReady(uint32_t dst, Time now, Time& wake) const
+{
+    auto it = m_destNext.find(dst);
+    if (it == m_destNext.end() || it->second <= now)
+    {
+        return true;
+    }
+    wake = std::min(wake, it->second);
+    return false;
+}
+
+void
+DlcpHost::TxLoopActive()
+{
+    m_txScheduled = false;
+    Time now = Simulator::Now();
+    Time wake = Time::Max();
+    for (auto i = m_retxFifo.begin(); i != m_retxFifo.end();)
+    {
+        auto it = m_tx.find(*i);
+        if (it == m_tx.end() || it->second->stopped || it->second->retx.empty())
+        {
+            if (it != m_tx.end())
+            {
+                it->second->retx_queued = false;
+            }
+            i = m_retxFifo.erase(i);
+            continue;
+        }
+        TxMsg& m = *it->second;
+        if (!DestReady(m.dst, now, wake))
+        {
+            ++i;
+            continue;
+        }
+        uint32_t seq = m.retx.front();
+        m.retx.pop_front();
+        SendData(m, seq, true, static_cast<uint64_t>(m.retx.size() + 1) * m_params.payload_bytes);
+        if (m.retx.empty())
+        {
+            m_retxFifo.erase(i);
+            m.retx_queued = false;
+            m.rto = m_params.initial_rto;
+            SetActive(m, false);
+            Probe(m);
+        }
+        Kick();
+        return;
+    }
+    for (uint32_t q = dlcp::NUM_PRIORITY_CLASSES; q-- > 0;)
+    {
+        auto& fifo = m_firstPass[q];
+        for (auto i = fifo.begin(); i != fifo.end();)
+        {
+            auto it = m_tx.find(*i);
+            if (it == m_tx.end() || it->second->passed)
+            {
+                i = fifo.erase(i);
+                continue;
+            }
+            TxMsg& m = *it->second;
+            if (!DestReady(m.dst, now, wake))
+            {
+                ++i;
+                continue;
+            }
+            uint32_t seq = m.next_seq++;
+            SendData(m, seq, false, static_cast<uint64_t>(m.spec.shape.PktCount() - seq) * m_params.payload_bytes);
+            if (m.next_seq == m.spec.shape.PktCount())
+            {
+                m.passed = true;
+                fifo.erase(i);
+                SetActive(m, !m.retx.empty());
+                Probe(m);
+            }
+            Kick();
+            return;
+        }
+    }
+    if (wake != Time::Max())
+    {
+        m_txScheduled = true;
+        m_txAt = wake;
+        m_txEvent = Simulator::Schedule(wake - now, &DlcpHost::TxLoop, this);
+    }
+}
+
+void
+DlcpHost::Charge(uint32_t wire_bytes, uint32_t dst)
 {
     Time now = Simulator::Now();
     if (m_nextTx < now)
     {
         m_nextTx = now;
     }
-    m_nextTx += Seconds(wire_bytes / m_rate);
+    double interval = wire_bytes / m_rate;
+    m_nextTx += Seconds(interval);
+    if (m_shares)
+    {
+        if (int64_t bps = m_shares->Rate(m_rank, dst))
+        {
+            double to_dst = wire_bytes * 8.0 / static_cast<double>(bps);
+            Time& next = m_destNext[dst];
+            next = std::max(next, now) + Seconds(to_dst);
+            interval = std::max(interval, to_dst);
+        }
+    }
+    if (m_params.line_rate > 0)
+    {
+        double excess = std::max(0.0, interval - wire_bytes / m_params.line_rate);
+        m_counters->pacing_excess_s += excess;
+        m_paceExcess += excess;
+    }
 }
 
 void
 DlcpHost::TxLoop()
 {
+    if (m_shares)
+    {
+        TxLoopActive();
+        return;
+    }
     m_txScheduled = false;
     while (!m_retxFifo.empty())
     {
@@ -316,7 +453,7 @@ DlcpHost::SendData(TxMsg& m, uint32_t seq, bool retx, uint64_t remaining)
     h.Set(dlcp::OFF_OFFSET, dlcp::SIZE_OFFSET, seq * s.elems_per_packet);
     Ptr<Packet> p = Create<Packet>(len);
     p->AddHeader(h);
-    Charge(len + dlcp::HEADER_SIZE + dlcp::UDP_HEADER_SIZE + m_params.wire_overhead);
+    Charge(len + dlcp::HEADER_SIZE + dlcp::UDP_HEADER_SIZE + m_params.wire_overhead, m.dst);
     Emit(p, m.dst);
     m_counters->data_sent++;
     if (retx)
@@ -573,6 +710,7 @@ DlcpHost::OnReply(const uint8_t* h, Ptr<Packet> p)
             return; // a later chunk of a STOP's bitmap: the first one already stopped us
         }
         m.stopped = true;
+        SetActive(m, false);
         Simulator::Cancel(m.timer);
         if (!m.fed_back)
         {
@@ -664,6 +802,7 @@ DlcpHost::OnReply(const uint8_t* h, Ptr<Packet> p)
     // Paced by TxLoop; the probe timer waits until the last of them has gone (TxLoop probes then).
     Simulator::Cancel(m.timer);
     m.retx.assign(missing.begin(), missing.end());
+    SetActive(m, true);
     if (!m.retx_queued)
     {
         m.retx_queued = true;

@@ -11,6 +11,7 @@
 // Completion follows the core's rule (message_state.h).
 #pragma once
 
+#include "active_shares.h"
 #include "message_state.h"
 #include "types.h"
 #include "wire.h"
@@ -72,6 +73,12 @@ class DlcpHost : public ns3::Application
         return m_rate;
     }
 
+    /** This host's share of HostCounters::pacing_excess_s. */
+    double PacingExcess() const
+    {
+        return m_paceExcess;
+    }
+
     /** How a packet leaves this host: (UDP payload from the DLCP header on, destination host).
      *  Unset: through a UDP socket and ns-3's IP stack. Set (DLCP's port model, port.h): straight
      *  to the host's port; incoming packets then arrive by Deliver, not through a socket. */
@@ -79,6 +86,13 @@ class DlcpHost : public ns3::Application
     void SetOutput(Output out)
     {
         m_output = std::move(out);
+    }
+
+    /** Pace each receiver at its pair's share over the senders active now (`shares`, shared by every host),
+     *  messages to different receivers interleaved, the host's own rate (its rule) capping the sum. */
+    void SetActiveShares(ActiveShares* shares)
+    {
+        m_shares = shares;
     }
 
     /** A DLCP packet for this host: `h` its header (`n` bytes of it present), `p` the packet with
@@ -103,6 +117,7 @@ class DlcpHost : public ns3::Application
         std::vector<std::pair<uint32_t, std::vector<uint8_t>>> pending; // BITMAP chunks
         std::deque<uint32_t> retx; // packets to retransmit, paced by TxLoop
         bool retx_queued = false;  // in m_retxFifo
+        bool active = false;       // counted in m_shares (packets left to send)
         std::function<void()> on_acked;
     };
 
@@ -117,6 +132,10 @@ class DlcpHost : public ns3::Application
     void StartApplication() override;
     void StopApplication() override;
     void TxLoop();
+    /** TxLoop with m_shares: the first message (retransmissions, then by priority) whose receiver's pacer allows. */
+    void TxLoopActive();
+    bool DestReady(uint32_t dst, ns3::Time now, ns3::Time& wake) const;
+    void SetActive(TxMsg& m, bool active);
     void Kick();
     void SendData(TxMsg& m, uint32_t seq, bool retx, uint64_t remaining);
     void SendControl(const uint8_t* tmpl, uint8_t type, uint32_t dst, uint32_t seq, uint32_t offset,
@@ -133,7 +152,7 @@ class DlcpHost : public ns3::Application
     void Feedback(double loss);
     /** pFabric: the class of a packet of a message with `remaining` bytes left to send. */
     uint8_t SrptClass(uint64_t remaining) const;
-    void Charge(uint32_t wire_bytes);
+    void Charge(uint32_t wire_bytes, uint32_t dst);
 
     static uint64_t Key(uint32_t rank, uint32_t msg_id)
     {
@@ -156,8 +175,13 @@ class DlcpHost : public ns3::Application
     std::unordered_map<uint64_t, std::unique_ptr<RxMsg>> m_rx;   // by (src rank, msg_id)
 
     double m_rate = 0;
+    double m_paceExcess = 0;
+    ActiveShares* m_shares = nullptr;
+    std::unordered_map<uint32_t, ns3::Time> m_destNext; // with m_shares: when each receiver's pacer allows
     ns3::Time m_nextTx;
     bool m_txScheduled = false;
+    ns3::Time m_txAt;       // when the scheduled TxLoop runs
+    ns3::EventId m_txEvent; // it (with m_shares a message to a ready receiver may bring it forward)
 };
 
 } // namespace dlcpsim

@@ -46,6 +46,9 @@ struct HostCounters
     uint64_t duplicates = 0;
     uint64_t late = 0;
     uint64_t unknown = 0;
+    // Seconds the senders' pacers added over their lines: per data packet, its pacing interval less its
+    // time at the host's line (TransportParams::line_rate), summed over every DLCP sender.
+    double pacing_excess_s = 0;
 };
 
 /** DLCP transport settings of every host (docs/transport.md; scenario [dlcp.transport]). */
@@ -62,6 +65,7 @@ struct TransportParams
     double initial_rto = 1e-3;
     double max_rto = 20e-3;
     uint32_t wire_overhead = 0; // bytes added below UDP per packet (IPv4 + link)
+    double line_rate = 0;       // bytes/s of a host's line (for HostCounters::pacing_excess_s; 0: not counted)
     // pFabric-style priority (the pfabric baseline): when not empty, every data packet's class
     // is the top data class minus the number of these thresholds (bytes, ascending) at or below
     // the message's remaining bytes, so the shortest remaining message goes first (SRPT).
