@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from dlcp import rate_control, resources
+from dlcp.frames import IPV4_HEADER, PPP_HEADER_BYTES
 from dlcp.p4 import sizes
 from dlcp.protocol import NUM_PRIORITY_CLASSES, UDP_PORT, PacketType
 from dlcp.simulations import engine, pacing, scenario, workloads
@@ -32,9 +33,9 @@ from dlcp.simulations.scenario import Scenario, ScenarioError
 
 log = logging.getLogger(__name__)
 
-WIRE_OVERHEAD = 20 + 2
+WIRE_OVERHEAD = IPV4_HEADER.size + PPP_HEADER_BYTES
 """Bytes below UDP per packet: IPv4 header and ns-3's point-to-point (PPP) header (DLCP's ports,
-port.h, count the same 2 bytes)."""
+port.cc, count the same bytes)."""
 PFABRIC_THRESHOLDS = (16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
 """pfabric: remaining-size cuts (bytes) between its classes, shortest remaining in the top data class."""
 PFABRIC_RTO_RTTS = 3.0

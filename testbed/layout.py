@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlcp.controller.model import LinkSpec
+from dlcp.p4 import paths
 from dlcp.testbed.netns import IFNAME_MAX, PREFIX
 from dlcp.testbed.spec import TestbedSpec
 
@@ -40,9 +41,14 @@ def state_dir(fabric: str, root: Path = STATE_ROOT) -> Path:
     return root / fabric
 
 
+def bmv2_build_dir(fabric: str, root: Path = STATE_ROOT) -> Path:
+    """The build folder where ``up --switch bmv2`` compiles DLCP's program (p4c-bm2-ss)."""
+    return state_dir(fabric, root) / "p4"
+
+
 def bmv2_program(fabric: str, root: Path = STATE_ROOT) -> Path:
-    """The BMv2 JSON that ``up --switch bmv2`` compiles (p4c-bm2-ss) and the controller pushes."""
-    return state_dir(fabric, root) / "p4" / "v1model" / "dlcp.json"
+    """The BMv2 JSON that ``up --switch bmv2`` compiles and the controller pushes."""
+    return paths.v1model_json(bmv2_build_dir(fabric, root))
 
 
 def bmv2_thrift(index: int) -> str:

@@ -309,8 +309,7 @@ class Testbed:
         return self.state
 
     def _compile_bmv2(self) -> None:
-        program = layout.bmv2_program(self.name, self.store.root)
-        result = build.build_v1model(program.parent.parent)
+        result = build.build_v1model(layout.bmv2_build_dir(self.name, self.store.root))
         if not result.ok:
             raise TestbedError(f"--switch bmv2: DLCP's program did not compile: {result.skipped or result.output}")
 

@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dlcp import flow_sizes
 from dlcp.host.train import TrainConfig, summarize
+from dlcp.protocol import UDP_PORT
 from dlcp.testbed import spec as spec_mod
 from dlcp.testbed.jobs import WorkerFailed, cpu_snapshot, run_job, train_command
 from dlcp.testbed.lifecycle import Testbed, python_argv
@@ -101,7 +103,7 @@ class Scenario:
     background_host: bool = True
     traffic_load: float = 0.2
     incast: int = 3
-    cdf: str = "web-search"
+    cdf: str = flow_sizes.WEB_SEARCH
     seed: int = 0
     loss_bound: float = 0.01
     """Loss bound of the DLCP jobs' gradient messages (PS pushes, ring reduce-scatter), in their host policy."""
@@ -159,7 +161,7 @@ class Scenario:
                 job: dict[str, Any] = {"id": job_id, "mode": mode, "workers": hosts}
                 if mode == "ps":
                     job["servers"] = hosts[:1]
-                job["transport"] = {"port": 19110 + job_id}
+                job["transport"] = {"port": UDP_PORT + job_id}
                 bound = {"loss_bound": self.loss_bound}
                 job["policy"] = {"push": bound, "reduce_scatter": bound}
                 job["switch"] = {"features": features}

@@ -3,11 +3,8 @@
 Flows arrive as a Poisson process whose rate puts ``load`` times the bottleneck's
 rate (the slowest host link) on the fabric; each flow goes between two random
 hosts, over TCP or UDP (``udp_share``), with a size drawn from one of the
-standard flow-size distributions:
-
-* ``web-search``: DCTCP's web-search workload (Alizadeh et al., SIGCOMM 2010),
-  as tabulated by pFabric and HPCC;
-* ``data-mining``: VL2's data-mining workload (Greenberg et al., SIGCOMM 2009).
+data-center flow-size distributions of :mod:`dlcp.flow_sizes` (``web-search``,
+DCTCP's; ``data-mining``, VL2's), the tables the simulator draws from too.
 
 Sizes are capped at :data:`MAX_FLOW_BYTES` (the testbed's links are emulated
 by one machine; the cap is reported). Incast: every :data:`INCAST_PERIOD_S`,
@@ -34,24 +31,13 @@ from typing import Any
 
 import numpy as np
 
+from dlcp import flow_sizes
 from dlcp.testbed import layout
 from dlcp.testbed.probe import inside
 from dlcp.testbed.spec import TestbedSpec, TrafficSettings
 
 log = logging.getLogger(__name__)
 
-# (size in bytes, cumulative probability)
-CDF_POINTS: dict[str, tuple[tuple[int, float], ...]] = {
-    "web-search": (
-        (0, 0.0), (10_000, 0.15), (20_000, 0.20), (30_000, 0.30), (50_000, 0.40), (80_000, 0.53),
-        (200_000, 0.60), (1_000_000, 0.70), (2_000_000, 0.80), (5_000_000, 0.90), (10_000_000, 0.97),
-        (30_000_000, 1.0),
-    ),
-    "data-mining": (
-        (0, 0.0), (180, 0.1), (216, 0.2), (560, 0.3), (900, 0.4), (1_100, 0.5), (1_870, 0.6), (3_160, 0.7),
-        (10_000, 0.8), (400_000, 0.9), (3_160_000, 0.95), (100_000_000, 0.98), (1_000_000_000, 1.0),
-    ),
-}  # fmt: skip
 MAX_FLOW_BYTES = 4_000_000
 TCP_PORT = 5201
 UDP_PORT = 5202
@@ -63,20 +49,16 @@ UDP_FLOW_RATE_SHARE = 0.5
 
 
 class FlowSizes:
-    """Draws flow sizes from a piecewise-linear CDF, capped at :data:`MAX_FLOW_BYTES`."""
+    """Draws flow sizes from one of :mod:`dlcp.flow_sizes`' distributions, capped at :data:`MAX_FLOW_BYTES`."""
 
     def __init__(self, name: str) -> None:
-        pts = CDF_POINTS[name]
-        self.sizes = np.array([s for s, _ in pts], dtype=float)
-        self.probs = np.array([p for _, p in pts])
+        self.name = flow_sizes.canonical(name)
 
     def draw(self, rng: random.Random) -> int:
-        u = rng.random()
-        return int(min(max(1.0, float(np.interp(u, self.probs, self.sizes))), MAX_FLOW_BYTES))
+        return int(flow_sizes.sizes(self.name, rng.random(), MAX_FLOW_BYTES)[0])
 
     def mean(self) -> float:
-        grid = np.linspace(0, 1, 20001)
-        return float(np.minimum(np.maximum(1.0, np.interp(grid, self.probs, self.sizes)), MAX_FLOW_BYTES).mean())
+        return flow_sizes.mean(self.name, MAX_FLOW_BYTES)
 
 
 @dataclass

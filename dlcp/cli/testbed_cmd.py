@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dlcp import flow_sizes
+
 log = logging.getLogger(__name__)
 
 
@@ -96,7 +98,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     tr.add_argument("fabric", metavar="FABRIC", help="fabric file (the fabric must be up)")
     tr.add_argument("--load", type=float, help="offered load as a fraction of the slowest host link (0..1)")
-    tr.add_argument("--cdf", choices=("web-search", "data-mining"), help="flow-size distribution")
+    tr.add_argument("--cdf", choices=flow_sizes.NAMES, help="flow-size distribution")
     tr.add_argument("--incast", type=int, help="senders per incast burst toward the job's servers (0: none)")
     tr.add_argument("--duration", type=float, help="seconds to run")
     tr.add_argument("--flows", type=int, help="at most this many flows")

@@ -15,17 +15,16 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlcp.p4 import tofino_report, tools
+from dlcp.p4 import paths, tofino_report, tools
 
 log = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parents[2]
-"""The repository root (``dlcp/p4/build.py`` is two folders down)."""
-P4SRC = ROOT / "p4src"
-V1MODEL_PROGRAM = P4SRC / "v1model" / "dlcp.p4"
-TNA_PROGRAM = P4SRC / "tna" / "dlcp.p4"
-COMMITTED_P4INFO = P4SRC / "v1model" / "dlcp.p4info.txtpb"
-DEFAULT_OUT = ROOT / "build" / "p4"
+ROOT = paths.ROOT
+P4SRC = paths.P4SRC
+V1MODEL_PROGRAM = paths.V1MODEL_PROGRAM
+TNA_PROGRAM = paths.TNA_PROGRAM
+COMMITTED_P4INFO = paths.COMMITTED_P4INFO
+DEFAULT_OUT = paths.DEFAULT_OUT
 
 TOFINO_TARGETS = {"tofino": ("tofino", "tna"), "tofino2": ("tofino2", "t2na")}
 """``--target`` of the Tofino compiler -> (its ``--target``, its ``--arch``), for p4src/tna/dlcp.p4."""
@@ -109,9 +108,8 @@ def _run(target: str, tool: str, args: list[str], artifacts: list[Path], exe: Pa
 
 def build_v1model(out: Path = DEFAULT_OUT) -> StepResult:
     """``p4c-bm2-ss`` → ``<out>/v1model/dlcp.json`` and ``dlcp.p4info.txtpb``."""
-    d = out / "v1model"
-    d.mkdir(parents=True, exist_ok=True)
-    json_out, p4info = d / "dlcp.json", d / "dlcp.p4info.txtpb"
+    paths.target_dir("v1model", out).mkdir(parents=True, exist_ok=True)
+    json_out, p4info = paths.v1model_json(out), paths.p4info("v1model", out)
     args = ["--std", "p4-16", "--arch", "v1model", "-o", str(json_out), "--p4runtime-files", str(p4info)]
     return _run("v1model", tools.P4C_BM2_SS, [*args, str(V1MODEL_PROGRAM)], [json_out, p4info])
 
@@ -141,8 +139,7 @@ def check_tna(out: Path = DEFAULT_OUT, chip: int = 1) -> StepResult:
     inc = tools.tna_include_dir()
     if inc is None and tools.find(tools.P4TEST) is not None:
         return StepResult("tna", tools.P4TEST, [tools.P4TEST], None, skipped=TNA_INCLUDE_MISSING)
-    d = out / "tna"
-    d.mkdir(parents=True, exist_ok=True)
+    paths.target_dir("tna", out).mkdir(parents=True, exist_ok=True)
     args = ["--std", "p4-16", f"-D__TARGET_TOFINO__={chip}", "-I", str(inc), str(TNA_PROGRAM)]
     return _run("tna", tools.P4TEST, args, [])
 
@@ -158,7 +155,7 @@ def tofino_command(target: str, out: Path, driver: Path) -> list[str]:
     chip, arch = TOFINO_TARGETS[target]
     return [
         str(driver), "--target", chip, "--arch", arch, "-g", "-I", str(P4SRC), "-o", str(out),
-        "--p4runtime-files", str(out / "dlcp.p4info.txtpb"), "--p4runtime-force-std-externs",
+        "--p4runtime-files", str(out / paths.P4INFO_NAME), "--p4runtime-force-std-externs",
         str(TNA_PROGRAM),
     ]  # fmt: skip
 
@@ -168,12 +165,12 @@ def build_tofino(target: str = "tofino", out: Path = DEFAULT_OUT) -> StepResult:
     compiler = tools.find_tofino_compiler()
     if compiler is None:
         return StepResult(target, tools.TOFINO_COMPILER, [], None, skipped=tools.tofino_missing_reason())
-    d = out / target
+    d = paths.target_dir(target, out)
     if d.exists():
         shutil.rmtree(d)  # a report left from an earlier run must not pass for this one's
     d.mkdir(parents=True)
     cmd = tofino_command(target, d, compiler.driver)
-    result = _run(target, compiler.driver.name, cmd[1:], [d / "dlcp.p4info.txtpb"], exe=compiler.driver)
+    result = _run(target, compiler.driver.name, cmd[1:], [paths.p4info(target, out)], exe=compiler.driver)
     if result.returncode == 0:
         result.artifacts += [a for a in tofino_report.artifacts(d) if a not in result.artifacts]
         try:
