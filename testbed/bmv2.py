@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from dlcp.p4 import build, p4info, paths, sizes, tools, vectors
+from dlcp.p4 import p4info, paths, sizes, vectors
 from dlcp.p4.p4info import P4Info
 from dlcp.p4.vectors import Case, Entry, Frame
 from dlcp.testbed.netns import Namespace
+from dlcp.testbed.toolchain import build, tools
 from dlcp.testbed.veth_ports import HostSockets, add_veths, switch_if
 
 log = logging.getLogger(__name__)

@@ -39,12 +39,12 @@ from typing import Any
 
 from pyroute2 import netns
 
-from dlcp.p4 import build, tools
 from dlcp.testbed import bmv2, layout
 from dlcp.testbed.netns import Namespace, popen_in
 from dlcp.testbed.spec import TestbedSpec
 from dlcp.testbed.state import FabricState, ProcessRecord, StateStore, start_ticks
 from dlcp.testbed.switch import stats as switch_stats
+from dlcp.testbed.toolchain import build, tools
 
 log = logging.getLogger(__name__)
 

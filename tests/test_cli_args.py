@@ -56,7 +56,6 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     import dlcp.controller.apply
     import dlcp.controller.counters
     import dlcp.controller.reconcile
-    import dlcp.p4.build
     import dlcp.p4.generated
     import dlcp.simulations.bench
     import dlcp.simulations.figures
@@ -64,6 +63,7 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     import dlcp.testbed.switch.dataplane
     import dlcp.testbed.switch.p4rt.shell
     import dlcp.testbed.switch.stats
+    import dlcp.testbed.toolchain.build
 
     for module, name in [
         (dlcp.simulations.runner, "run"),
@@ -79,8 +79,8 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         (dlcp.controller.apply, "configure"),
         (dlcp.controller.counters, "read"),
         (dlcp.controller.reconcile, "run"),
-        (dlcp.p4.build, "build"),
-        (dlcp.p4.build, "build_v1model"),
+        (dlcp.testbed.toolchain.build, "build"),
+        (dlcp.testbed.toolchain.build, "build_v1model"),
         (dlcp.p4.generated, "write"),
     ]:
         monkeypatch.setattr(module, name, trap(f"{module.__name__}.{name}"))

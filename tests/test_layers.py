@@ -1,9 +1,9 @@
 """The layers of CONVENTIONS.md, read from the imports of every module (import-time or inside a function).
 
 floor 4  dlcp/cli, dlcp/bench, dlcp/__main__.py      anything
-floor 3  testbed/ (but testbed/switch)              floors 1-3
-floor 2  host/, controller/, testbed/switch/, simulations/: floor 1 and themselves (peers never import
-         each other)
+floor 3  testbed/ (but testbed/switch, testbed/toolchain)  floors 1-3
+floor 2  host/, controller/, testbed/switch/, testbed/toolchain/, simulations/: floor 1 and themselves
+         (peers never import each other: the controller and the switch read the P4 spec, never the compiler)
 floor 1  dlcp/ (the core spec)                       floor 1 only
 """
 
@@ -20,6 +20,7 @@ FLOOR2 = {
     "host": "dlcp.host",
     "controller": "dlcp.controller",
     "testbed/switch": "dlcp.testbed.switch",
+    "testbed/toolchain": "dlcp.testbed.toolchain",
     "simulations": "dlcp.simulations",
 }
 ABOVE_CORE = (*APPS, "dlcp.testbed", *FLOOR2.values())
@@ -104,6 +105,13 @@ def test_no_import_runs_up_or_across_the_floors() -> None:
         ("dlcp/p4/x.py", "import dlcp.controller.fabric", True),
         ("dlcp/x.py", "from dlcp import cli", True),
         ("dlcp/p4/x.py", "from dlcp.p4 import sizes", False),
+        ("dlcp/p4/x.py", "from dlcp.testbed.toolchain import build", True),
+        ("controller/x.py", "from dlcp.testbed.toolchain.build import DEFAULT_OUT", True),
+        ("controller/x.py", "from dlcp.p4.paths import BMV2_JSON", False),
+        ("testbed/switch/x.py", "from dlcp.testbed.toolchain import tools", True),
+        ("testbed/toolchain/x.py", "from dlcp.testbed import bmv2", True),
+        ("testbed/toolchain/x.py", "from dlcp.testbed.toolchain import tools", False),
+        ("testbed/x.py", "from dlcp.testbed.toolchain import build", False),
         ("controller/x.py", "from dlcp.testbed.switch import config", True),
         ("controller/x.py", "from dlcp.controller import model", False),
         ("testbed/switch/x.py", "from dlcp.testbed.netns import Namespace", True),

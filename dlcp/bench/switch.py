@@ -47,8 +47,9 @@ from tempfile import TemporaryDirectory
 from typing import TYPE_CHECKING, Any
 
 from dlcp.frames import ETH_HEADER, IPV4_HEADER, UDP_HEADER, build_udp_frame
-from dlcp.p4 import names, tools, vectors
+from dlcp.p4 import names, vectors
 from dlcp.protocol import NUM_DROP_CLASSES, NUM_PRIORITY_CLASSES, UDP_PORT, PacketType
+from dlcp.testbed.toolchain import tools
 from dlcp.wire import Header
 
 if TYPE_CHECKING:

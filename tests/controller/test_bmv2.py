@@ -19,7 +19,8 @@ import pytest
 from controller_support import PS_JOB, run
 
 from dlcp.controller import apply, counters, fabric
-from dlcp.p4 import build, paths, tools
+from dlcp.p4 import paths
+from dlcp.testbed.toolchain import build, tools
 
 pytestmark = pytest.mark.bmv2
 GRPC_SWITCH = "simple_switch_grpc"
