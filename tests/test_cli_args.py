@@ -372,10 +372,12 @@ def test_a_simulation_the_memory_cannot_hold_is_refused_with_exit_2(
     line: str, names: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The simulator refuses a run its memory estimate says will not fit: a bad value, not a traceback."""
-    from dlcp.simulations import runner
+    from dlcp.simulations import runner, simulate
 
     def refuse(table: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
-        raise runner.MemoryRefused(f"scenario {table['name']!r} needs about 5127053 MB by estimate, over the 16763 MB")
+        raise simulate.MemoryRefused(
+            f"scenario {table['name']!r} needs about 5127053 MB by estimate, over the 16763 MB"
+        )
 
     monkeypatch.setattr(runner, "run", refuse)
     code, out, err = run_cli([part.format(**PATHS) for part in line.split()], capsys)
