@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dlcp.controller.model import LinkSpec
 from dlcp.p4 import paths
@@ -69,17 +70,17 @@ class PortPlan:
     peer_host: str | None
     """The host at the other end, or None for a switch-to-switch link."""
 
-    def switch_args(self) -> list[str]:
-        """This port's options of ``dlcp switch run``: the link's settings, carried out at this port's egress."""
+    def switch_port(self) -> dict[str, Any]:
+        """This port's ``[[port]]`` table of the switch's configuration: the link's settings, at its egress."""
         link = self.link
-        args = ["--port", f"{self.port}={self.interface}", "--buffer", f"{self.port}={link.buffer_bytes}"]
+        table: dict[str, Any] = {"id": self.port, "interface": self.interface, "buffer": link.buffer_bytes}
         if link.rate_bps:
-            args += ["--rate", f"{self.port}={link.rate_bps}bit"]
+            table["rate"] = f"{link.rate_bps}bit"
         if link.delay_ns:
-            args += ["--delay", f"{self.port}={link.delay_ns}ns"]
+            table["delay"] = f"{link.delay_ns}ns"
         if link.loss:
-            args += ["--loss", f"{self.port}={link.loss!r}"]
-        return args
+            table["loss"] = link.loss
+        return table
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,13 @@ class SwitchPlan:
     device_id: int
     grpc: str
     ports: tuple[PortPlan, ...]
+
+    def switch_config(self, stats_dir: Path) -> dict[str, Any]:
+        """The switch's configuration file (docs/switch.md) as a document, its statistics socket in ``stats_dir``."""
+        return {
+            "device_id": self.device_id, "grpc": self.grpc, "stats_dir": str(stats_dir),
+            "port": [p.switch_port() for p in self.ports],
+        }  # fmt: skip
 
 
 def interface(index: int, port: int) -> str:

@@ -26,8 +26,9 @@ from dlcp import flow_sizes
 from dlcp.host.train import TrainConfig, summarize
 from dlcp.protocol import UDP_PORT
 from dlcp.testbed import spec as spec_mod
+from dlcp.testbed import traffic as traffic_gen
 from dlcp.testbed.jobs import WorkerFailed, cpu_snapshot, run_job, train_command
-from dlcp.testbed.lifecycle import Testbed, python_argv
+from dlcp.testbed.lifecycle import Testbed
 from dlcp.testbed.state import ProcessRecord, start_ticks
 from dlcp.testbed.tomlout import dumps
 
@@ -203,7 +204,7 @@ class WayResult:
 
 
 def _start_traffic(tb: Testbed, duration_s: float, folder: Path) -> subprocess.Popen[bytes]:
-    argv = python_argv("testbed", "traffic", "--json", "--duration", f"{duration_s:g}", str(tb.spec.path))
+    argv = traffic_gen.argv(tb.spec.path, duration_s)
     out = open(folder / "traffic.json", "wb")
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL, start_new_session=True)
     out.close()

@@ -21,20 +21,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import random
 import signal
 import socket
+import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from dlcp import flow_sizes
+from dlcp.entry import module_argv
 from dlcp.testbed import layout
 from dlcp.testbed.probe import inside
 from dlcp.testbed.spec import TestbedSpec, TrafficSettings
+from dlcp.testbed.spec import load as load_spec
 
 log = logging.getLogger(__name__)
 
@@ -270,3 +275,31 @@ class Generator:
 def run(spec: TestbedSpec, settings: TrafficSettings) -> TrafficReport:
     """Generate the traffic of ``settings`` on the running fabric ``spec`` until its duration or flow count."""
     return asyncio.run(Generator(spec, settings).run())
+
+
+def argv(fabric: str | Path, duration_s: float) -> list[str]:
+    """The traffic generator's command line: the fabric file's ``[testbed.traffic]`` for ``duration_s``."""
+    return module_argv(__name__, str(fabric), f"{duration_s:g}")
+
+
+def main(args: list[str] | None = None) -> int:
+    """Generate a running fabric's background traffic; its report as one JSON line on stdout.
+
+    Exit status 2: the arguments or the fabric file are invalid.
+    """
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    given = sys.argv[1:] if args is None else args
+    try:
+        if len(given) != 2:
+            raise ValueError(f"usage: {__name__} FABRIC DURATION_S")
+        spec = load_spec(given[0])
+        settings = replace(spec.settings.traffic, duration_s=float(given[1]))
+    except ValueError as exc:  # SpecError too
+        print(exc, file=sys.stderr)
+        return 2
+    sys.stdout.write(json.dumps(run(spec, settings).as_dict()) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

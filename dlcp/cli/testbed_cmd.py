@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dlcp import flow_sizes
+from dlcp.cli import argv as cli_argv
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +200,7 @@ def _root_or_userns(args: argparse.Namespace) -> None:
             f"namespace of its own here: {why}; run it with sudo"
         )
     _say("not root: running in a user and network namespace of its own (all of it ends with this command)")
-    userns.reexec(args.raw_argv)
+    userns.reexec(cli_argv(*args.raw_argv))
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -323,19 +324,16 @@ def _exec(args: argparse.Namespace) -> int:
 
 def _apply(args: argparse.Namespace) -> int:
     from dlcp.testbed import controlplane, layout
-    from dlcp.testbed.lifecycle import FabricNamespace, python_argv
+    from dlcp.testbed.lifecycle import FabricNamespace
 
     spec = _spec(args)
     if args.inside:
         reports = controlplane.configure(spec)
         sys.stdout.write(json.dumps(reports) + "\n")
         return 0
-    argv = python_argv("testbed", "apply", "--inside", str(spec.path))
     state = _store().load(spec.name)
     kind = args.switch or (state.switch_kind if state is not None else "dlcp")  # the kind it was brought up with
-    if kind != "dlcp":
-        argv += ["--switch", kind]
-    return FabricNamespace(layout.switch_ns(spec.name)).popen(argv).wait()
+    return FabricNamespace(layout.switch_ns(spec.name)).popen(controlplane.argv(spec.path, kind)).wait()
 
 
 def _explain(args: argparse.Namespace) -> int:
