@@ -29,8 +29,9 @@ def argv(config_file: str | Path) -> list[str]:
     return module_argv(__name__, str(config_file))
 
 
-def serve(cfg: config.SwitchConfig, out: TextIO = sys.stdout) -> int:
-    """Run the switch until SIGINT or SIGTERM; a line on ``out`` says where once it runs."""
+def serve(cfg: config.SwitchConfig, out: TextIO | None = None) -> int:
+    """Run the switch until SIGINT or SIGTERM; a line on ``out`` (stdout) says where once it runs."""
+    out = out or sys.stdout
     service = SwitchService(cfg)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
