@@ -30,14 +30,12 @@ from finsy.proto import p4r
 
 from dlcp.controller.diff import Change
 from dlcp.controller.model import SwitchSpec
-from dlcp.p4.build import COMMITTED_P4INFO, DEFAULT_OUT
+from dlcp.p4.paths import BMV2_JSON, COMMITTED_P4INFO
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_ELECTION_ID = 10
-BMV2_JSON = DEFAULT_OUT / "v1model" / "dlcp.json"
-"""Where ``dlcp p4 build`` writes the BMv2 program, the default ``p4blob`` of a bmv2 switch."""
 _Code = fy.GRPCStatusCode
 
 

@@ -17,6 +17,9 @@ UDP_HEADER = struct.Struct("!HHHH")
 ETHERTYPE_IPV4 = 0x0800
 IPPROTO_UDP = 17
 IPPROTO_TCP = 6
+PPP_HEADER_BYTES = 2
+"""The point-to-point links' framing (the PPP protocol field, RFC 1661) that ns-3's point-to-point devices, and
+the simulator's DLCP ports, put on every IPv4 packet."""
 
 
 def mac_bytes(mac: str) -> bytes:

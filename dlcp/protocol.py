@@ -152,8 +152,8 @@ def dscp_for(priority: int, drop_class: int) -> int:
     class in the two AF drop-precedence bits (so WRED profiles keyed on AFxy
     drop eligible packets first): ``dscp = priority << 3 | min(drop, 3) << 1``.
     """
-    if not 0 <= priority < 8:
-        raise ValueError(f"priority must be in 0..7, got {priority}")
+    if not 0 <= priority < NUM_PRIORITY_CLASSES:
+        raise ValueError(f"priority must be in 0..{NUM_PRIORITY_CLASSES - 1}, got {priority}")
     if not 0 <= drop_class < NUM_DROP_CLASSES:
         raise ValueError(f"drop_class must be in 0..{NUM_DROP_CLASSES - 1}, got {drop_class}")
     return (priority << 3) | (drop_class << 1)

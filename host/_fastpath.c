@@ -1349,4 +1349,12 @@ static struct PyModuleDef module = {
     .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__fastpath(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__fastpath(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "MAX_SAMPLE", DC_MAX_SAMPLE) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -511,11 +511,10 @@ class FastClassifier:
     classes, equal to the numpy reference bit for bit (``host/_fastpath.c``, ``drop_classes``).
 
     C takes the ``mean_abs`` and ``max_abs`` statistics of float32 and float64 tensors (the gradients the
-    policy ranks); anything else (``rms``, other dtypes, samples over 4,096 elements) goes to the policy's
-    numpy code, which is what C reproduces.
+    policy ranks); anything else (``rms``, other dtypes, samples over the C module's ``MAX_SAMPLE`` of 4,096
+    elements) goes to the policy's numpy code, which is what C reproduces.
     """
 
-    _MAX_SAMPLE = 4096  # host/_fastpath.c: DC_MAX_SAMPLE
     _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
     def __init__(self, policy: Policy) -> None:
@@ -548,7 +547,7 @@ class FastClassifier:
         sample = self._samples.get((epp, tail))
         if sample is None:
             sample = self._samples[(epp, tail)] = self.policy.sampled_elements(epp, tail)
-        if sample[0].size > self._MAX_SAMPLE or sample[1].size > self._MAX_SAMPLE:
+        if sample[0].size > self._c.MAX_SAMPLE or sample[1].size > self._c.MAX_SAMPLE:
             self.fallbacks += 1
             return self.policy.drop_classes(values, epp, kind)
         out = np.empty(-(-flat.size // epp), dtype=np.uint8)

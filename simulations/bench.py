@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlcp.simulations import runner, scenario
+from dlcp.simulations import runner, scenario, simulate
 
 RUNS = {"global": ("dlcp", "global", "ns3"), "dlcp_ns3": ("dlcp", "dlcp", "ns3"), "dlcp": ("dlcp", "dlcp", "dlcp")}
 """The benchmark's runs: name -> (baseline, routing, ports)."""
@@ -64,7 +64,7 @@ def bench(
         name: table(routing, hosts_per_leaf, leaves, spines, kb, ports, baseline)
         for name, (baseline, routing, ports) in runs.items()
     }
-    runner.check_memory([scenario.from_table(t) for t in tables.values()])  # all, before any starts
+    simulate.check_memory([scenario.from_table(t) for t in tables.values()])  # all, before any starts
     out: dict[str, Any] = {}
     for name, t in tables.items():
         r = runner.run(t)

@@ -1,6 +1,7 @@
 """Entry point of one simulation process: a scenario table (JSON) on stdin, its summary (JSON) on stdout.
 
-Exit status 2: the scenario is invalid; 3: it would not fit in memory.
+Exit status 2: the scenario is invalid; 3: it would not fit in memory. :func:`argv` is the process's command
+line, the one place it is written; :mod:`dlcp.simulations.runner` starts it.
 """
 
 from __future__ import annotations
@@ -9,7 +10,13 @@ import json
 import logging
 import sys
 
-from dlcp.simulations import runner, scenario
+from dlcp.entry import module_argv
+from dlcp.simulations import scenario, simulate
+
+
+def argv() -> list[str]:
+    """The command line of a simulation process."""
+    return module_argv(__name__)
 
 
 def main() -> int:
@@ -21,8 +28,8 @@ def main() -> int:
         print(exc, file=sys.stderr)
         return 2
     try:
-        out = runner.simulate(s)
-    except runner.MemoryRefused as exc:
+        out = simulate.simulate(s)
+    except simulate.MemoryRefused as exc:
         print(exc, file=sys.stderr)
         return 3
     json.dump(out, sys.stdout)

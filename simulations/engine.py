@@ -1,7 +1,7 @@
 """Compile DLCP's ns-3 components against the ns3 wheel and load them through cppyy.
 
 The C++ sources in ``simulations/cpp/`` (and the constants header rendered from
-the core, :mod:`dlcp.simulations.constants`) are compiled on first use into one
+the core, :func:`dlcp.p4.gen_constants.render_c_header`) are compiled on first use into one
 shared library, cached under ``$XDG_CACHE_HOME/dlcp/sim`` (``~/.cache/dlcp/sim``;
 ``DLCP_SIM_CACHE`` overrides) by a hash of the sources, the compiler and the flags.
 The wheel's CMake and pkg-config files name its build machine's paths, so the
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlcp.simulations import constants
+from dlcp.p4 import gen_constants
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ def build(force: bool = False) -> Path:
     """Compile the components if no cached library matches; returns the library's path."""
     wheel = find_wheel()
     cxx = compiler()
-    header = constants.render()
+    header = gen_constants.render_c_header()
     probe_flags = flags(wheel, Path("<gen>"))
     key = _digest(cxx, probe_flags, header)
     out_dir = cache_root() / key
@@ -133,7 +133,7 @@ def build(force: bool = False) -> Path:
             return lib
         gen = out_dir / "include"
         gen.mkdir(exist_ok=True)
-        (gen / "dlcp_constants.h").write_text(header)
+        (gen / gen_constants.C_HEADER).write_text(header)
         flag_list = flags(wheel, gen)
         start = time.monotonic()
         log.info("compiling the simulator's components into %s (once per source change)", out_dir)

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from dlcp import flow_sizes
 from dlcp.config import DLCPConfig, from_dict
 from dlcp.simulations import models, topology
 from dlcp.tomlfile import TomlFileError, read_toml
@@ -91,7 +92,6 @@ BASELINE_FEATURES: dict[str, Features] = {
     "dlcp_no_bound": Features(bounded_loss=False),
 }
 BASELINES = tuple(BASELINE_FEATURES)
-DISTRIBUTIONS = ("websearch", "datamining")
 
 
 class ScenarioError(ValueError):
@@ -185,7 +185,7 @@ class Workload:
     layer: int = 0
     num_layers: int = 1
     # background
-    distribution: str = "websearch"
+    distribution: str = flow_sizes.WEB_SEARCH
     load: float = 0.0
     duration_us: float = 0.0
     max_flow_bytes: int = 0
@@ -399,8 +399,10 @@ def _check_workload(w: Workload, path: str, hosts: int) -> None:
         if not 0 <= w.layer < w.num_layers:
             raise ScenarioError(f"{path}.layer: must be in 0..num_layers-1, got {w.layer}")
     elif w.type == "background":
-        if w.distribution not in DISTRIBUTIONS:
-            raise ScenarioError(f"{path}.distribution: unknown {w.distribution!r} (known: {', '.join(DISTRIBUTIONS)})")
+        if w.distribution not in flow_sizes.ACCEPTED:
+            raise ScenarioError(
+                f"{path}.distribution: unknown {w.distribution!r} (known: {', '.join(flow_sizes.ACCEPTED)})"
+            )
         if not 0 < w.load < 1:
             raise ScenarioError(f"{path}.load: must be a fraction of the host link rate in (0, 1), got {w.load}")
         _positive(f"{path}.duration_us", w.duration_us)

@@ -1,8 +1,7 @@
 """Traffic as plain data: messages and training jobs a scenario asks for, drawn with a seeded RNG.
 
-Background flow sizes follow the standard datacenter distributions: web search
-(DCTCP, Alizadeh et al. 2010) and data mining (VL2, Greenberg et al. 2009), as
-CDFs of flow size in bytes (the tables the HPCC and Opera simulators use).
+Background flow sizes follow the data-center distributions of :mod:`dlcp.flow_sizes` (web search and
+data mining), the same tables the testbed's traffic generator draws from.
 """
 
 from __future__ import annotations
@@ -11,24 +10,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dlcp import flow_sizes
 from dlcp.policy import Policy
 from dlcp.protocol import MessageKind
 from dlcp.simulations import models
 from dlcp.simulations.scenario import Features, Workload
-
-CDFS: dict[str, tuple[tuple[float, float], ...]] = {
-    # (flow size in bytes, cumulative fraction)
-    "websearch": (
-        (0, 0.0), (10_000, 0.15), (20_000, 0.20), (30_000, 0.30), (50_000, 0.40), (80_000, 0.53),
-        (200_000, 0.60), (1_000_000, 0.70), (2_000_000, 0.80), (5_000_000, 0.90), (10_000_000, 0.97),
-        (30_000_000, 1.0),
-    ),
-    "datamining": (
-        (100, 0.0), (180, 0.085), (250, 0.14), (560, 0.33), (900, 0.47), (1_100, 0.55), (1_870, 0.65),
-        (3_160, 0.70), (10_000, 0.80), (100_001, 0.874), (400_000, 0.90), (1_850_000, 0.95),
-        (10_000_000, 0.97), (30_000_000, 0.98), (100_000_000, 0.99), (250_000_000, 0.995), (1_000_000_000, 1.0),
-    ),
-}  # fmt: skip
 
 TCP, DLCP = 1, 0
 
@@ -91,20 +77,6 @@ def drop_fractions(policy: Policy, kind: MessageKind) -> tuple[float, ...]:
     return tuple(out)
 
 
-def sample_sizes(dist: str, n: int, rng: np.random.Generator, cap: int = 0) -> np.ndarray:
-    """Flow sizes drawn from a CDF by inverse transform (linear between points), capped if ``cap``."""
-    pts = np.array(CDFS[dist], dtype=np.float64)
-    sizes = np.interp(rng.random(n), pts[:, 1], pts[:, 0])
-    sizes = np.maximum(np.ceil(sizes), 1)
-    if cap:
-        sizes = np.minimum(sizes, cap)
-    return sizes.astype(np.int64)
-
-
-def mean_size(dist: str, cap: int = 0) -> float:
-    return float(sample_sizes(dist, 200_000, np.random.default_rng(0), cap).mean())
-
-
 def generate(
     workloads: tuple[Workload, ...],
     hosts: int,
@@ -148,14 +120,14 @@ def generate(
                         traffic.messages.append(Message(src, int(perm[src]), t, w.bytes, **meta))  # type: ignore[arg-type]
         elif w.type == "background":
             # Poisson arrivals per host at `load` of its link, to uniformly random other hosts.
-            rate = w.load * host_bps / 8 / mean_size(w.distribution, w.max_flow_bytes)
+            rate = w.load * host_bps / 8 / flow_sizes.mean(w.distribution, w.max_flow_bytes)
             end = start + w.duration_us * 1e-6
             for src in range(hosts):
                 t = start + rng.exponential(1 / rate)
                 while t < end:
                     dst = int(rng.integers(hosts - 1))
                     dst += dst >= src
-                    size = int(sample_sizes(w.distribution, 1, rng, w.max_flow_bytes)[0])
+                    size = int(flow_sizes.sizes(w.distribution, rng.random(1), w.max_flow_bytes)[0])
                     traffic.messages.append(Message(src, dst, t, size, background_transport, w.tag or "background"))
                     t += rng.exponential(1 / rate)
         else:

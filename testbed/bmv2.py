@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from dlcp.p4 import build, p4info, sizes, tools, vectors
+from dlcp.p4 import p4info, paths, sizes, vectors
 from dlcp.p4.p4info import P4Info
 from dlcp.p4.vectors import Case, Entry, Frame
 from dlcp.testbed.netns import Namespace
+from dlcp.testbed.toolchain import build, tools
 from dlcp.testbed.veth_ports import HostSockets, add_veths, switch_if
 
 log = logging.getLogger(__name__)
@@ -171,8 +172,8 @@ class Bmv2Switch:
         v1 = build.build_v1model(out)
         if not v1.ok:
             raise OSError(v1.skipped or f"p4c-bm2-ss failed:\n{v1.output}")
-        info = p4info.load(out / "v1model" / "dlcp.p4info.txtpb")
-        return cls(out / "v1model" / "dlcp.json", info, ports, log_file)
+        info = p4info.load(paths.p4info("v1model", out))
+        return cls(paths.v1model_json(out), info, ports, log_file)
 
     def __enter__(self) -> Bmv2Switch:
         self.ns.__enter__()

@@ -1,9 +1,10 @@
 """The controller's part in a testbed: configure the switches of a running fabric.
 
 The switches serve P4Runtime on the loopback of the fabric's switch namespace,
-so the controller runs there, as its own process (``dlcp testbed apply
---inside``, started by :meth:`Testbed.apply`): every gRPC socket it opens is
-then in that namespace, whatever threads grpc starts.
+so the controller runs there, as its own process (``python -m
+dlcp.testbed.controlplane FABRIC SWITCH``, :func:`argv`; started by
+:meth:`Testbed.apply` and ``dlcp testbed apply``): every gRPC socket it opens
+is then in that namespace, whatever threads grpc starts.
 
 BMv2 (``--switch bmv2``): the controller pushes DLCP's program (the JSON ``up``
 compiled, :func:`dlcp.testbed.layout.bmv2_program`) with the P4Info, then the
@@ -16,15 +17,20 @@ its links' rates and buffers were not set.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import socket
+import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from dlcp.controller.model import Fabric
+from dlcp.entry import module_argv
 from dlcp.testbed import layout
-from dlcp.testbed.spec import TestbedSpec
+from dlcp.testbed.spec import SWITCH_KINDS, SpecError, TestbedSpec
+from dlcp.testbed.spec import load as load_spec
 
 log = logging.getLogger(__name__)
 
@@ -93,3 +99,31 @@ def bmv2_queues(fabric: Fabric, timeout_s: float) -> dict[str, dict[str, Any]]:
         else:
             out[name] = {"queues": lines}
     return out
+
+
+def argv(fabric: str | Path, switch: str) -> list[str]:
+    """The controller process's command line: configure the switches (of kind ``switch``) of a fabric file."""
+    return module_argv(__name__, str(fabric), switch)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Configure the switches of a fabric file (run in the switch namespace); one JSON line of reports on stdout.
+
+    Exit status 2: the arguments or the fabric file are invalid.
+    """
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    given = sys.argv[1:] if args is None else args
+    if len(given) != 2 or given[1] not in SWITCH_KINDS:
+        print(f"usage: {__name__} FABRIC {{{','.join(SWITCH_KINDS)}}}", file=sys.stderr)
+        return 2
+    try:
+        spec = load_spec(given[0], switch=given[1])  # type: ignore[arg-type]
+    except SpecError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    sys.stdout.write(json.dumps(configure(spec)) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

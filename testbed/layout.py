@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dlcp.controller.model import LinkSpec
+from dlcp.p4 import paths
 from dlcp.testbed.netns import IFNAME_MAX, PREFIX
 from dlcp.testbed.spec import TestbedSpec
 
@@ -40,9 +42,14 @@ def state_dir(fabric: str, root: Path = STATE_ROOT) -> Path:
     return root / fabric
 
 
+def bmv2_build_dir(fabric: str, root: Path = STATE_ROOT) -> Path:
+    """The build folder where ``up --switch bmv2`` compiles DLCP's program (p4c-bm2-ss)."""
+    return state_dir(fabric, root) / "p4"
+
+
 def bmv2_program(fabric: str, root: Path = STATE_ROOT) -> Path:
-    """The BMv2 JSON that ``up --switch bmv2`` compiles (p4c-bm2-ss) and the controller pushes."""
-    return state_dir(fabric, root) / "p4" / "v1model" / "dlcp.json"
+    """The BMv2 JSON that ``up --switch bmv2`` compiles and the controller pushes."""
+    return paths.v1model_json(bmv2_build_dir(fabric, root))
 
 
 def bmv2_thrift(index: int) -> str:
@@ -63,17 +70,17 @@ class PortPlan:
     peer_host: str | None
     """The host at the other end, or None for a switch-to-switch link."""
 
-    def switch_args(self) -> list[str]:
-        """This port's options of ``dlcp switch run``: the link's settings, carried out at this port's egress."""
+    def switch_port(self) -> dict[str, Any]:
+        """This port's ``[[port]]`` table of the switch's configuration: the link's settings, at its egress."""
         link = self.link
-        args = ["--port", f"{self.port}={self.interface}", "--buffer", f"{self.port}={link.buffer_bytes}"]
+        table: dict[str, Any] = {"id": self.port, "interface": self.interface, "buffer": link.buffer_bytes}
         if link.rate_bps:
-            args += ["--rate", f"{self.port}={link.rate_bps}bit"]
+            table["rate"] = f"{link.rate_bps}bit"
         if link.delay_ns:
-            args += ["--delay", f"{self.port}={link.delay_ns}ns"]
+            table["delay"] = f"{link.delay_ns}ns"
         if link.loss:
-            args += ["--loss", f"{self.port}={link.loss!r}"]
-        return args
+            table["loss"] = link.loss
+        return table
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,13 @@ class SwitchPlan:
     device_id: int
     grpc: str
     ports: tuple[PortPlan, ...]
+
+    def switch_config(self, stats_dir: Path) -> dict[str, Any]:
+        """The switch's configuration file (docs/switch.md) as a document, its statistics socket in ``stats_dir``."""
+        return {
+            "device_id": self.device_id, "grpc": self.grpc, "stats_dir": str(stats_dir),
+            "port": [p.switch_port() for p in self.ports],
+        }  # fmt: skip
 
 
 def interface(index: int, port: int) -> str:

@@ -39,12 +39,13 @@ from typing import Any
 
 from pyroute2 import netns
 
-from dlcp.p4 import build, tools
-from dlcp.testbed import bmv2, layout
+from dlcp.testbed import bmv2, controlplane, layout, tomlout
 from dlcp.testbed.netns import Namespace, popen_in
 from dlcp.testbed.spec import TestbedSpec
 from dlcp.testbed.state import FabricState, ProcessRecord, StateStore, start_ticks
+from dlcp.testbed.switch import process as switch_process
 from dlcp.testbed.switch import stats as switch_stats
+from dlcp.testbed.toolchain import build, tools
 
 log = logging.getLogger(__name__)
 
@@ -309,8 +310,7 @@ class Testbed:
         return self.state
 
     def _compile_bmv2(self) -> None:
-        program = layout.bmv2_program(self.name, self.store.root)
-        result = build.build_v1model(program.parent.parent)
+        result = build.build_v1model(layout.bmv2_build_dir(self.name, self.store.root))
         if not result.ok:
             raise TestbedError(f"--switch bmv2: DLCP's program did not compile: {result.skipped or result.output}")
 
@@ -369,8 +369,11 @@ class Testbed:
             "namespace": ns.name, "ip": h.ip, "mac": layout.mac_text(h.mac), "switch": h.switch, "port": h.port,
         }  # fmt: skip
 
+    def _stats_dir(self, switch: str) -> Path:
+        return self.dir / f"sw-{switch}"
+
     def _stats_path(self, switch: str, device_id: int) -> Path:
-        return switch_stats.socket_path(self.dir / f"sw-{switch}", device_id)
+        return switch_stats.socket_path(self._stats_dir(switch), device_id)
 
     def _start_switches(self) -> None:
         sw_ns = self._namespaces[layout.switch_ns(self.name)]
@@ -415,11 +418,9 @@ class Testbed:
                 notifications=self.dir / f"{plan.name}-notifications.ipc", program=None,
                 target_options=["--grpc-server-addr", plan.grpc],
             )  # fmt: skip
-        argv = python_argv("switch", "run", "--device-id", str(plan.device_id), "--grpc", plan.grpc)
-        argv += ["--stats-dir", str(self.dir / f"sw-{plan.name}")]
-        for p in plan.ports:
-            argv += p.switch_args()
-        return argv
+        config_file = self.dir / f"sw-{plan.name}.toml"
+        config_file.write_text(tomlout.dumps(plan.switch_config(self._stats_dir(plan.name))))
+        return switch_process.argv(config_file)
 
     def _switch_ready(self, name: str) -> bool:
         info = self.state.switches[name]
@@ -435,12 +436,10 @@ class Testbed:
         return True
 
     def apply(self) -> list[dict[str, Any]]:
-        """The controller writes every switch's tables (``dlcp testbed apply`` inside the switch namespace).
+        """The controller writes every switch's tables (its process, inside the switch namespace).
 
         Returns its report per switch (:func:`dlcp.testbed.controlplane.configure`)."""
-        argv = python_argv("testbed", "apply", "--inside", str(self.spec.path))
-        if self.spec.settings.switch != "dlcp":
-            argv += ["--switch", self.spec.settings.switch]
+        argv = controlplane.argv(self.spec.path, self.spec.settings.switch)
         proc = host_popen(layout.switch_ns(self.name), argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             out, err = proc.communicate(timeout=APPLY_TIMEOUT_S)

@@ -22,10 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dlcp import flow_sizes
 from dlcp.host.train import TrainConfig, summarize
+from dlcp.protocol import UDP_PORT
 from dlcp.testbed import spec as spec_mod
+from dlcp.testbed import traffic as traffic_gen
 from dlcp.testbed.jobs import WorkerFailed, cpu_snapshot, run_job, train_command
-from dlcp.testbed.lifecycle import Testbed, python_argv
+from dlcp.testbed.lifecycle import Testbed
 from dlcp.testbed.state import ProcessRecord, start_ticks
 from dlcp.testbed.tomlout import dumps
 
@@ -116,7 +119,7 @@ class Scenario:
     background_host: bool = True
     traffic_load: float = 0.2
     incast: int = 3
-    cdf: str = "web-search"
+    cdf: str = flow_sizes.WEB_SEARCH
     seed: int = 0
     loss_bound: float = 0.01
     """Loss bound of the DLCP jobs' gradient messages (PS pushes, ring reduce-scatter), in their host policy."""
@@ -184,7 +187,7 @@ class Scenario:
                 job: dict[str, Any] = {"id": job_id, "mode": mode, "workers": hosts}
                 if mode == "ps":
                     job["servers"] = hosts[:1]
-                job["transport"] = {"port": 19110 + job_id}
+                job["transport"] = {"port": UDP_PORT + job_id}
                 bound = {"loss_bound": self.loss_bound}
                 job["policy"] = {**policy, "push": bound, "reduce_scatter": bound}
                 job["switch"] = {"features": features}
@@ -226,7 +229,7 @@ class WayResult:
 
 
 def _start_traffic(tb: Testbed, duration_s: float, folder: Path) -> subprocess.Popen[bytes]:
-    argv = python_argv("testbed", "traffic", "--json", "--duration", f"{duration_s:g}", str(tb.spec.path))
+    argv = traffic_gen.argv(tb.spec.path, duration_s)
     out = open(folder / "traffic.json", "wb")
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL, start_new_session=True)
     out.close()

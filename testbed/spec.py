@@ -11,7 +11,7 @@ its own table::
 
     [testbed.traffic]        # background traffic (dlcp testbed traffic, dlcp demo)
     load = 0.3               # of the bottleneck's rate
-    cdf = "web-search"       # or "data-mining"
+    cdf = "web-search"       # or "data-mining" (dlcp.flow_sizes)
     incast = 4               # senders of each incast burst toward the job's servers
     duration = "20s"
 
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from dlcp import flow_sizes
 from dlcp import switch_limits as swcfg
 from dlcp.controller import fabric as fabric_file
 from dlcp.controller.model import Fabric, LinkSpec
@@ -36,7 +37,6 @@ from dlcp.units import parse_duration
 
 SwitchKind = Literal["dlcp", "bmv2"]
 SWITCH_KINDS: tuple[SwitchKind, ...] = ("dlcp", "bmv2")
-CDFS = ("web-search", "data-mining")
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_]{0,19}")  # fullmatch only: "$" matches before a final newline
 HOST_NAME_RE = re.compile(r"[A-Za-z0-9_.]{1,32}")
 """Fabric names: short (namespace names ``dlcp-<name>-<host>``), no ``-`` (it separates the parts)."""
@@ -59,7 +59,7 @@ class TrafficSettings:
     """Background traffic: flows drawn from a flow-size CDF at ``load`` of the bottleneck, plus incast."""
 
     load: float = 0.3
-    cdf: str = "web-search"
+    cdf: str = flow_sizes.WEB_SEARCH
     incast: int = 0
     """Senders of each incast burst toward the servers (0: no incast)."""
     duration_s: float = 20.0
@@ -155,10 +155,10 @@ def _traffic(t: Any, errs: list[str]) -> TrafficSettings:
         return TrafficSettings()
     for key in sorted(set(t) - _TRAFFIC_KEYS):
         errs.append(f"testbed.traffic.{key}: unknown field (known: {', '.join(sorted(_TRAFFIC_KEYS))})")
-    cdf = t.get("cdf", "web-search")
-    if cdf not in CDFS:
-        errs.append(f"testbed.traffic.cdf: must be one of {', '.join(CDFS)}, got {cdf!r}")
-        cdf = "web-search"
+    cdf = t.get("cdf", flow_sizes.WEB_SEARCH)
+    if cdf not in flow_sizes.ACCEPTED:
+        errs.append(f"testbed.traffic.cdf: must be one of {', '.join(flow_sizes.ACCEPTED)}, got {cdf!r}")
+    cdf = flow_sizes.canonical(cdf) if cdf in flow_sizes.ACCEPTED else flow_sizes.WEB_SEARCH
     duration = t.get("duration", 20.0)
     try:
         duration_s = parse_duration(duration, "testbed.traffic.duration") / 1e9

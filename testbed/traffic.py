@@ -3,11 +3,8 @@
 Flows arrive as a Poisson process whose rate puts ``load`` times the bottleneck's
 rate (the slowest host link) on the fabric; each flow goes between two random
 hosts, over TCP or UDP (``udp_share``), with a size drawn from one of the
-standard flow-size distributions:
-
-* ``web-search``: DCTCP's web-search workload (Alizadeh et al., SIGCOMM 2010),
-  as tabulated by pFabric and HPCC;
-* ``data-mining``: VL2's data-mining workload (Greenberg et al., SIGCOMM 2009).
+data-center flow-size distributions of :mod:`dlcp.flow_sizes` (``web-search``,
+DCTCP's; ``data-mining``, VL2's), the tables the simulator draws from too.
 
 Sizes are capped at :data:`MAX_FLOW_BYTES` (the testbed's links are emulated
 by one machine; the cap is reported). Incast: every :data:`INCAST_PERIOD_S`,
@@ -24,34 +21,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import random
 import signal
 import socket
+import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from dlcp import flow_sizes
+from dlcp.entry import module_argv
 from dlcp.testbed import layout
 from dlcp.testbed.probe import inside
 from dlcp.testbed.spec import TestbedSpec, TrafficSettings
+from dlcp.testbed.spec import load as load_spec
 
 log = logging.getLogger(__name__)
 
-# (size in bytes, cumulative probability)
-CDF_POINTS: dict[str, tuple[tuple[int, float], ...]] = {
-    "web-search": (
-        (0, 0.0), (10_000, 0.15), (20_000, 0.20), (30_000, 0.30), (50_000, 0.40), (80_000, 0.53),
-        (200_000, 0.60), (1_000_000, 0.70), (2_000_000, 0.80), (5_000_000, 0.90), (10_000_000, 0.97),
-        (30_000_000, 1.0),
-    ),
-    "data-mining": (
-        (0, 0.0), (180, 0.1), (216, 0.2), (560, 0.3), (900, 0.4), (1_100, 0.5), (1_870, 0.6), (3_160, 0.7),
-        (10_000, 0.8), (400_000, 0.9), (3_160_000, 0.95), (100_000_000, 0.98), (1_000_000_000, 1.0),
-    ),
-}  # fmt: skip
 MAX_FLOW_BYTES = 4_000_000
 TCP_PORT = 5201
 UDP_PORT = 5202
@@ -63,20 +54,16 @@ UDP_FLOW_RATE_SHARE = 0.5
 
 
 class FlowSizes:
-    """Draws flow sizes from a piecewise-linear CDF, capped at :data:`MAX_FLOW_BYTES`."""
+    """Draws flow sizes from one of :mod:`dlcp.flow_sizes`' distributions, capped at :data:`MAX_FLOW_BYTES`."""
 
     def __init__(self, name: str) -> None:
-        pts = CDF_POINTS[name]
-        self.sizes = np.array([s for s, _ in pts], dtype=float)
-        self.probs = np.array([p for _, p in pts])
+        self.name = flow_sizes.canonical(name)
 
     def draw(self, rng: random.Random) -> int:
-        u = rng.random()
-        return int(min(max(1.0, float(np.interp(u, self.probs, self.sizes))), MAX_FLOW_BYTES))
+        return int(flow_sizes.sizes(self.name, rng.random(), MAX_FLOW_BYTES)[0])
 
     def mean(self) -> float:
-        grid = np.linspace(0, 1, 20001)
-        return float(np.minimum(np.maximum(1.0, np.interp(grid, self.probs, self.sizes)), MAX_FLOW_BYTES).mean())
+        return flow_sizes.mean(self.name, MAX_FLOW_BYTES)
 
 
 @dataclass
@@ -288,3 +275,31 @@ class Generator:
 def run(spec: TestbedSpec, settings: TrafficSettings) -> TrafficReport:
     """Generate the traffic of ``settings`` on the running fabric ``spec`` until its duration or flow count."""
     return asyncio.run(Generator(spec, settings).run())
+
+
+def argv(fabric: str | Path, duration_s: float) -> list[str]:
+    """The traffic generator's command line: the fabric file's ``[testbed.traffic]`` for ``duration_s``."""
+    return module_argv(__name__, str(fabric), f"{duration_s:g}")
+
+
+def main(args: list[str] | None = None) -> int:
+    """Generate a running fabric's background traffic; its report as one JSON line on stdout.
+
+    Exit status 2: the arguments or the fabric file are invalid.
+    """
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    given = sys.argv[1:] if args is None else args
+    try:
+        if len(given) != 2:
+            raise ValueError(f"usage: {__name__} FABRIC DURATION_S")
+        spec = load_spec(given[0])
+        settings = replace(spec.settings.traffic, duration_s=float(given[1]))
+    except ValueError as exc:  # SpecError too
+        print(exc, file=sys.stderr)
+        return 2
+    sys.stdout.write(json.dumps(run(spec, settings).as_dict()) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -29,6 +29,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from dlcp.entry import module_argv
+
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
@@ -97,7 +99,7 @@ def why_not() -> str | None:
     """Why a user namespace cannot be entered here (a fresh interpreter tries), or None when it can."""
     try:
         proc = subprocess.run(
-            [sys.executable, "-P", "-m", "dlcp.testbed.userns"],
+            module_argv(__name__),
             capture_output=True,
             text=True,
             timeout=PROBE_TIMEOUT_S,
@@ -111,14 +113,14 @@ def why_not() -> str | None:
     return proc.stdout.strip() or (err[-1] if err else f"the probe exited with {proc.returncode}")
 
 
-def reexec(args: Sequence[str]) -> None:
-    """Replace this process by ``dlcp ARGS`` in a user namespace of its own (does not return)."""
+def reexec(argv: Sequence[str]) -> None:
+    """Replace this process by ``argv`` (this interpreter's command line, the CLI's own) in a user namespace of
+    its own (does not return)."""
     if os.environ.get(ENV) == "1":  # never a loop of re-executions
         raise Unavailable("re-executed in a user namespace already, and still not root there")
     sys.stdout.flush()
     sys.stderr.flush()
-    argv = [sys.executable, "-P", "-m", "dlcp.cli.main", *args]
-    os.execve(sys.executable, argv, {**os.environ, ENV: "1"})  # noqa: S606 (this interpreter, no shell)
+    os.execve(argv[0], list(argv), {**os.environ, ENV: "1"})  # noqa: S606 (this interpreter, no shell)
 
 
 def main() -> int:

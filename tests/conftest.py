@@ -9,7 +9,7 @@ from support import JOB, TOKEN
 
 from dlcp.assembler import Assembler
 from dlcp.host import fastpath
-from dlcp.p4 import tools as p4tools
+from dlcp.testbed.toolchain import tools as p4tools
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -38,7 +38,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     needs = {
-        # P4 tools are looked up in $DLCP_P4_BIN_DIR, then PATH (dlcp.p4.tools); tests needing one
+        # P4 tools are looked up in $DLCP_P4_BIN_DIR, then PATH (dlcp.testbed.toolchain.tools); tests needing one
         # particular tool also skip on their own with the exact reason.
         "p4c": (p4tools.find("p4test") or p4tools.find("p4c-bm2-ss"), p4tools.missing_reason("p4test", "p4c-bm2-ss")),
         "bmv2": (p4tools.find("simple_switch"), p4tools.missing_reason("simple_switch")),

@@ -21,7 +21,7 @@ from finsy import P4Schema
 from finsy.proto import U128, p4r, p4r_grpc, rpc_status
 
 from dlcp.p4 import sizes
-from dlcp.p4.build import COMMITTED_P4INFO
+from dlcp.p4.paths import COMMITTED_P4INFO
 from dlcp.testbed.switch.entries import (
     Action,
     BackendError,

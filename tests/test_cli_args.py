@@ -56,7 +56,6 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     import dlcp.controller.apply
     import dlcp.controller.counters
     import dlcp.controller.reconcile
-    import dlcp.p4.build
     import dlcp.p4.generated
     import dlcp.simulations.bench
     import dlcp.simulations.figures
@@ -64,6 +63,7 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     import dlcp.testbed.switch.dataplane
     import dlcp.testbed.switch.p4rt.shell
     import dlcp.testbed.switch.stats
+    import dlcp.testbed.toolchain.build
 
     for module, name in [
         (dlcp.simulations.runner, "run"),
@@ -79,8 +79,8 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         (dlcp.controller.apply, "configure"),
         (dlcp.controller.counters, "read"),
         (dlcp.controller.reconcile, "run"),
-        (dlcp.p4.build, "build"),
-        (dlcp.p4.build, "build_v1model"),
+        (dlcp.testbed.toolchain.build, "build"),
+        (dlcp.testbed.toolchain.build, "build_v1model"),
         (dlcp.p4.generated, "write"),
     ]:
         monkeypatch.setattr(module, name, trap(f"{module.__name__}.{name}"))
@@ -372,10 +372,12 @@ def test_a_simulation_the_memory_cannot_hold_is_refused_with_exit_2(
     line: str, names: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The simulator refuses a run its memory estimate says will not fit: a bad value, not a traceback."""
-    from dlcp.simulations import runner
+    from dlcp.simulations import runner, simulate
 
     def refuse(table: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
-        raise runner.MemoryRefused(f"scenario {table['name']!r} needs about 5127053 MB by estimate, over the 16763 MB")
+        raise simulate.MemoryRefused(
+            f"scenario {table['name']!r} needs about 5127053 MB by estimate, over the 16763 MB"
+        )
 
     monkeypatch.setattr(runner, "run", refuse)
     code, out, err = run_cli([part.format(**PATHS) for part in line.split()], capsys)

@@ -115,11 +115,13 @@ def test_c_classes_edge_cases(values: np.ndarray) -> None:
 def test_what_c_does_not_take_goes_to_numpy() -> None:
     rng = np.random.default_rng(3)
     x32 = rng.standard_normal(5000).astype(np.float32)
+    over = fastpath._require().MAX_SAMPLE + 1  # the largest sample C takes, from the C module itself
+    assert over < x32.size
     cases = [
         (_policy("rms", 32, (0.5,)), x32, 100),
         (_policy("mean_abs", 32, (0.5,)), x32.astype(np.float16), 100),
         (_policy("mean_abs", 32, (0.5,)), (x32 * 1000).astype(np.int32), 100),
-        (_policy("mean_abs", 0, (0.5,)), x32, 4097),  # a sample of 4,097 elements
+        (_policy("mean_abs", 0, (0.5,)), x32, over),  # a sample of MAX_SAMPLE + 1 elements
         (_policy("mean_abs", 32, (0.5,)), x32[::2], 100),  # not contiguous
     ]
     for policy, values, epp in cases:

@@ -1,15 +1,21 @@
 """The layers of CONVENTIONS.md, read from the imports of every module (import-time or inside a function).
 
 floor 4  dlcp/cli, dlcp/bench, dlcp/__main__.py      anything
-floor 3  testbed/ (but testbed/switch)              floors 1-3
-floor 2  host/, controller/, testbed/switch/, simulations/: floor 1 and themselves (peers never import
-         each other)
+floor 3  testbed/ (but testbed/switch, testbed/toolchain)  floors 1-3
+floor 2  host/, controller/, testbed/switch/, testbed/toolchain/, simulations/: floor 1 and themselves
+         (peers never import each other: the controller and the switch read the P4 spec, never the compiler)
 floor 1  dlcp/ (the core spec)                       floor 1 only
+
+Processes count as imports: a module that starts ``python -m dlcp.X`` (a literal command line or
+``dlcp.entry.module_argv("dlcp.X")``) is held to the same rules for ``dlcp.X``, so no layer below the
+CLI starts the CLI, and a module entry point that builds its own command line
+(``module_argv(__name__)``) can be run (it has a ``__main__`` guard).
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
 from pathlib import Path
 
 import pytest
@@ -20,6 +26,7 @@ FLOOR2 = {
     "host": "dlcp.host",
     "controller": "dlcp.controller",
     "testbed/switch": "dlcp.testbed.switch",
+    "testbed/toolchain": "dlcp.testbed.toolchain",
     "simulations": "dlcp.simulations",
 }
 ABOVE_CORE = (*APPS, "dlcp.testbed", *FLOOR2.values())
@@ -46,6 +53,38 @@ def imports(path: Path) -> list[tuple[int, str]]:
         ):
             out.append((node.lineno, node.args[0].value))
     return [(n, m) for n, m in out if _under(m, "dlcp")]
+
+
+def _module_name(node: ast.expr) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def started(path: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` of every ``dlcp`` module the file starts as a process of its own."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.List | ast.Tuple):
+            names = [_module_name(e) for e in node.elts]
+            out += [(node.lineno, m) for flag, m in itertools.pairwise(names) if flag == "-m" and m]
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) == "module_argv"
+            and node.args
+            and (m := _module_name(node.args[0]))
+        ):
+            out.append((node.lineno, m))
+    return [(n, m) for n, m in out if _under(m, "dlcp")]
+
+
+def builds_its_own_command_line(path: Path) -> bool:
+    return any(
+        isinstance(node, ast.Call)
+        and getattr(node.func, "attr", getattr(node.func, "id", None)) == "module_argv"
+        and node.args
+        and isinstance(node.args[0], ast.Name)
+        and node.args[0].id == "__name__"
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+    )
 
 
 def rules(rel: str) -> tuple[str | None, tuple[str, ...]]:
@@ -77,11 +116,12 @@ def violations(path: Path, root: Path = ROOT) -> list[str]:
     rel = path.relative_to(root).as_posix()
     own, banned = rules(rel)
     out = []
-    for line, module in imports(path):
-        if own is not None and _under(module, own):
-            continue
-        if any(_under(module, b) for b in banned):
-            out.append(f"{rel}:{line} imports {module}")
+    for verb, found in (("imports", imports(path)), ("starts", started(path))):
+        for line, module in found:
+            if own is not None and _under(module, own):
+                continue
+            if any(_under(module, b) for b in banned):
+                out.append(f"{rel}:{line} {verb} {module}")
     return out
 
 
@@ -92,9 +132,41 @@ def test_the_modules_are_found_once() -> None:
         assert rel in rels
 
 
-def test_no_import_runs_up_or_across_the_floors() -> None:
-    found = [v for p in modules() for v in violations(p)]
+NODE_RUNNER = "testbed/lifecycle.py"
+"""Still starts ``dlcp train --node`` for the testbed's ranks (``jobs.train_command``): the node runner has no
+module entry point of its own yet."""
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        pytest.param(
+            rel,
+            marks=[pytest.mark.xfail(strict=True, reason="the node runner starts the CLI")]
+            if rel == NODE_RUNNER
+            else [],
+        )
+        for rel in sorted(p.relative_to(ROOT).as_posix() for p in modules())
+    ],
+)
+def test_no_import_or_process_runs_up_or_across_the_floors(rel: str) -> None:
+    found = violations(ROOT / rel)
     assert not found, "\n".join(found)
+
+
+def test_entry_points_can_be_run() -> None:
+    """A module that builds its own command line is a module entry point: ``python -m`` runs its ``main``."""
+    entries = [p for p in modules() if builds_its_own_command_line(p)]
+    names = {p.relative_to(ROOT).as_posix() for p in entries}
+    assert {
+        "simulations/child.py",
+        "testbed/switch/process.py",
+        "testbed/controlplane.py",
+        "testbed/traffic.py",
+    } <= names
+    for p in entries:
+        text = p.read_text()
+        assert 'if __name__ == "__main__":' in text and "def main(" in text, p
 
 
 @pytest.mark.parametrize(
@@ -104,6 +176,13 @@ def test_no_import_runs_up_or_across_the_floors() -> None:
         ("dlcp/p4/x.py", "import dlcp.controller.fabric", True),
         ("dlcp/x.py", "from dlcp import cli", True),
         ("dlcp/p4/x.py", "from dlcp.p4 import sizes", False),
+        ("dlcp/p4/x.py", "from dlcp.testbed.toolchain import build", True),
+        ("controller/x.py", "from dlcp.testbed.toolchain.build import DEFAULT_OUT", True),
+        ("controller/x.py", "from dlcp.p4.paths import BMV2_JSON", False),
+        ("testbed/switch/x.py", "from dlcp.testbed.toolchain import tools", True),
+        ("testbed/toolchain/x.py", "from dlcp.testbed import bmv2", True),
+        ("testbed/toolchain/x.py", "from dlcp.testbed.toolchain import tools", False),
+        ("testbed/x.py", "from dlcp.testbed.toolchain import build", False),
         ("controller/x.py", "from dlcp.testbed.switch import config", True),
         ("controller/x.py", "from dlcp.controller import model", False),
         ("testbed/switch/x.py", "from dlcp.testbed.netns import Namespace", True),
@@ -115,6 +194,12 @@ def test_no_import_runs_up_or_across_the_floors() -> None:
         ("testbed/x.py", "from dlcp.testbed.switch import stats", False),
         ("testbed/x.py", "from dlcp.cli import main", True),
         ("dlcp/cli/x.py", "from dlcp.testbed import rig", False),
+        ("testbed/x.py", 'subprocess.run([sys.executable, "-m", "dlcp.cli.main", "switch", "run"])', True),
+        ("testbed/x.py", 'module_argv("dlcp.cli.main", "train")', True),
+        ("testbed/x.py", 'module_argv("dlcp.testbed.switch.process", "c.toml")', False),
+        ("simulations/x.py", '["python", "-m", "dlcp.simulations.child"]', False),
+        ("host/x.py", '["python", "-P", "-m", "dlcp.testbed.traffic"]', True),
+        ("dlcp/cli/x.py", 'module_argv("dlcp.cli.main")', False),
     ],
 )
 def test_the_rule_itself(tmp_path: Path, rel: str, line: str, bad: bool) -> None:

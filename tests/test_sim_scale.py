@@ -12,7 +12,7 @@ import pytest
 from sim_support import needs_ns3
 
 from dlcp import resources
-from dlcp.simulations import runner, scenario
+from dlcp.simulations import runner, scenario, simulate
 
 LEAF_SPINE = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 8, "delay_us": 1.0, "mtu": 9000}
 INCAST = {"type": "incast", "senders": 8, "bytes": 400_000, "rounds": 2, "gap_us": 500}
@@ -45,11 +45,11 @@ def _mb(n: float) -> int:
 
 
 def test_a_run_over_the_memory_is_refused_before_its_process_starts(monkeypatch: pytest.MonkeyPatch) -> None:
-    est = runner.memory_estimate(scenario.from_table(table(workload=[INCAST])))
+    est = simulate.memory_estimate(scenario.from_table(table(workload=[INCAST])))
     monkeypatch.setattr(subprocess, "run", _no_process)
     # 80% of what is available is just below the estimate: refused, with the estimate, nothing started.
     monkeypatch.setattr(resources, "available_memory", lambda: _mb(est / 0.8 * 0.99))
-    with pytest.raises(runner.MemoryRefused, match=rf"'t' needs about {est:.0f} MB by estimate"):
+    with pytest.raises(simulate.MemoryRefused, match=rf"'t' needs about {est:.0f} MB by estimate"):
         runner.run(table(workload=[INCAST]))
     # Just above: the check passes and the process would start.
     monkeypatch.setattr(resources, "available_memory", lambda: _mb(est / 0.8 * 1.01))
@@ -59,10 +59,10 @@ def test_a_run_over_the_memory_is_refused_before_its_process_starts(monkeypatch:
 
 def test_a_sweep_is_refused_for_what_its_parallel_runs_need_together(monkeypatch: pytest.MonkeyPatch) -> None:
     tables = [table("a", workload=[INCAST]), table("b", seed=2, workload=[INCAST])]
-    est = max(runner.memory_estimate(scenario.from_table(t)) for t in tables)
+    est = max(simulate.memory_estimate(scenario.from_table(t)) for t in tables)
     monkeypatch.setattr(subprocess, "run", _no_process)
     monkeypatch.setattr(resources, "available_memory", lambda: _mb(est * 1.5 / 0.8))  # one fits, two do not
-    with pytest.raises(runner.MemoryRefused, match="2 simulations at a time need about"):
+    with pytest.raises(simulate.MemoryRefused, match="2 simulations at a time need about"):
         runner.sweep(tables, parallel=2)
     # One at a time fits: the sweep is admitted and each point's process would start (a point that fails, here
     # by the stand-in's exception, is reported with its table and does not stop the others).
@@ -76,7 +76,7 @@ def test_the_estimate_is_above_the_measured_peak() -> None:
     # and an incast with drops, the two shapes of memory the estimate charges. The simulation's
     # process is started while this one holds more than the estimate: its peak must be its own.
     t = table(workload=[INCAST, PS | {"first_host": 8}], switch={"buffer_packets": 64})
-    ballast = bytearray(int((runner.memory_estimate(scenario.from_table(t)) + 100) * 2**20))
+    ballast = bytearray(int((simulate.memory_estimate(scenario.from_table(t)) + 100) * 2**20))
     r = runner.run(t)
     del ballast
     p = r["perf"]

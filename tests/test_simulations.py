@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sim_support import needs_ns3
 
-from dlcp.simulations import runner, scenario
+from dlcp.simulations import runner, scenario, simulate
 
 pytestmark = [needs_ns3]
 
@@ -136,8 +136,8 @@ def test_bad_scenarios_are_refused_naming_the_field(change: dict[str, Any], fiel
 
 def test_memory_estimate_refuses_before_running() -> None:
     s = scenario.from_table(table(workload=[INCAST]))
-    with pytest.raises(runner.MemoryRefused, match="MB by estimate"):
-        runner.simulate(s, refuse_over_mb=10)
+    with pytest.raises(simulate.MemoryRefused, match="MB by estimate"):
+        simulate.simulate(s, refuse_over_mb=10)
 
 
 def test_sweep_on_a_dask_cluster_matches_local_processes() -> None:

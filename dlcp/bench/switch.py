@@ -47,8 +47,9 @@ from tempfile import TemporaryDirectory
 from typing import TYPE_CHECKING, Any
 
 from dlcp.frames import ETH_HEADER, IPV4_HEADER, UDP_HEADER, build_udp_frame
-from dlcp.p4 import names, tools, vectors
-from dlcp.protocol import UDP_PORT, PacketType
+from dlcp.p4 import names, vectors
+from dlcp.protocol import NUM_DROP_CLASSES, NUM_PRIORITY_CLASSES, UDP_PORT, PacketType
+from dlcp.testbed.toolchain import tools
 from dlcp.wire import Header
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SIZES = (64, 1500, 9000)
+BENCH_DLCP_PORTS = 8
+"""DLCP port entries of the loaded table set, besides the default port."""
 SYSTEMS = ("dlcp", "plain", "bmv2")
 MODES = ("drain", "stream")
 SEND_BATCH = 64
@@ -128,16 +131,17 @@ def bench_entries() -> list[vectors.Entry]:
     entries.append(vectors.Entry(names.NEXT_HOPS, {"group": {"exact": 1}}, action_set=(hop,)))
     entries.append(vectors.Entry(names.NEXT_HOPS, {"group": {"exact": 2}}, action_set=(hop,)))
     entries += [
-        vectors.Entry(names.DLCP_PORTS, {"dst_port": {"exact": 20000 + i}}, A(names.MARK_DLCP, {})) for i in range(8)
+        vectors.Entry(names.DLCP_PORTS, {"dst_port": {"exact": 20000 + i}}, A(names.MARK_DLCP, {}))
+        for i in range(BENCH_DLCP_PORTS)
     ]
-    for prio in range(8):
+    for prio in range(NUM_PRIORITY_CLASSES):
         m = {k: {"ternary": [0, 0]} for k in ("job_id", "packet_type", "drop_class", "kind")}
         m["priority"] = {"ternary": [prio, 255]}
         entries.append(
             vectors.Entry(names.DLCP_CLASSES, m, A(names.MARK_DROP_ELIGIBLE, {"queue": prio}), priority=10 + prio)
         )
-    for q in range(8):
-        for d in (1, 2, 3):
+    for q in range(NUM_PRIORITY_CLASSES):  # one egress queue per priority class
+        for d in range(1, NUM_DROP_CLASSES):
             entries.append(
                 vectors.Entry(
                     names.DLCP_DROP_THRESHOLDS,

@@ -15,8 +15,9 @@ log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from dlcp.p4.build import DEFAULT_OUT, ROOT, TARGETS
-    from dlcp.p4.tools import TOFINO_P4C_ENV
+    from dlcp.p4.paths import DEFAULT_OUT, ROOT
+    from dlcp.testbed.toolchain.build import TARGETS
+    from dlcp.testbed.toolchain.tools import TOFINO_P4C_ENV
 
     area = sub.add_parser("p4", help="P4 programs: generate constants and vectors, build, run vectors on BMv2")
     verbs = area.add_subparsers(dest="verb", metavar="VERB", required=True)
@@ -104,7 +105,8 @@ def _sync(files: dict[Path, str], check: bool) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from dlcp.p4 import build
+    from dlcp.p4 import paths
+    from dlcp.testbed.toolchain import build
 
     targets = build.ALL if args.target == "all" else (args.target,)
     if args.target in build.TOFINO_TARGETS:
@@ -132,7 +134,7 @@ def _build(args: argparse.Namespace) -> int:
             else:
                 status = "ok" if r.ok else f"FAILED (exit {r.returncode})"
                 known = len(r.warnings) - len(r.unexpected_warnings)
-                note = f" ({known} known, see dlcp/p4/build.py)" if known else ""
+                note = f" ({known} known, see testbed/toolchain/build.py)" if known else ""
                 sys.stdout.write(f"{r.target:8} {r.tool:11} {status}, {len(r.warnings)} warning(s){note}\n")
                 if r.output and (not r.ok or r.warnings):
                     sys.stdout.write(r.output + "\n")
@@ -150,7 +152,7 @@ def _build(args: argparse.Namespace) -> int:
             sys.stderr.write("dlcp: no v1model build to take the P4Info from\n")
             return 1
         changed = build.refresh_p4info(v1)
-        sys.stdout.write(f"{'updated' if changed else 'unchanged'}: {build.COMMITTED_P4INFO}\n")
+        sys.stdout.write(f"{'updated' if changed else 'unchanged'}: {paths.COMMITTED_P4INFO}\n")
     return rc
 
 

@@ -159,11 +159,11 @@ def _run(args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def _memory_refused(what: str) -> Iterator[None]:
     """A simulation the machine's memory cannot hold is a bad value (exit code 2), not a crash."""
-    from dlcp.simulations import runner
+    from dlcp.simulations import simulate
 
     try:
         yield
-    except runner.MemoryRefused as exc:
+    except simulate.MemoryRefused as exc:
         raise ValueError(f"{what}: {exc}") from None
 
 

@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
 import sys
 import time
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from dlcp import checks
@@ -181,30 +179,9 @@ def build_config(args: argparse.Namespace) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dlcp.testbed.switch.service import SwitchService
+    from dlcp.testbed.switch import process
 
-    cfg = build_config(args)
-    service = SwitchService(cfg)
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("signal %d: stopping", signum)
-        service.stop()
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        with service:
-            sys.stdout.write(
-                f"dlcp switch {cfg.device_id} running on "
-                + ", ".join(f"port {p.port}={p.interface}" for p in cfg.ports)
-                + (f"; P4Runtime on {cfg.grpc}" if cfg.grpc else "")
-                + f"; statistics: dlcp switch stats --device-id {cfg.device_id}\n"
-            )
-            sys.stdout.flush()
-            service.wait()
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-    return 0
+    return process.serve(build_config(args))
 
 
 # ---- stats ----

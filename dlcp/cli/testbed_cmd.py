@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dlcp import flow_sizes
+from dlcp.cli import argv as cli_argv
 from dlcp.models import MODELS
 
 log = logging.getLogger(__name__)
@@ -98,7 +100,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     tr.add_argument("fabric", metavar="FABRIC", help="fabric file (the fabric must be up)")
     tr.add_argument("--load", type=float, help="offered load as a fraction of the slowest host link (0..1)")
-    tr.add_argument("--cdf", choices=("web-search", "data-mining"), help="flow-size distribution")
+    tr.add_argument("--cdf", choices=flow_sizes.NAMES, help="flow-size distribution")
     tr.add_argument("--incast", type=int, help="senders per incast burst toward the job's servers (0: none)")
     tr.add_argument("--duration", type=float, help="seconds to run")
     tr.add_argument("--flows", type=int, help="at most this many flows")
@@ -204,7 +206,7 @@ def _root_or_userns(args: argparse.Namespace) -> None:
             f"namespace of its own here: {why}; run it with sudo"
         )
     _say("not root: running in a user and network namespace of its own (all of it ends with this command)")
-    userns.reexec(args.raw_argv)
+    userns.reexec(cli_argv(*args.raw_argv))
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -328,19 +330,16 @@ def _exec(args: argparse.Namespace) -> int:
 
 def _apply(args: argparse.Namespace) -> int:
     from dlcp.testbed import controlplane, layout
-    from dlcp.testbed.lifecycle import FabricNamespace, python_argv
+    from dlcp.testbed.lifecycle import FabricNamespace
 
     spec = _spec(args)
     if args.inside:
         reports = controlplane.configure(spec)
         sys.stdout.write(json.dumps(reports) + "\n")
         return 0
-    argv = python_argv("testbed", "apply", "--inside", str(spec.path))
     state = _store().load(spec.name)
     kind = args.switch or (state.switch_kind if state is not None else "dlcp")  # the kind it was brought up with
-    if kind != "dlcp":
-        argv += ["--switch", kind]
-    return FabricNamespace(layout.switch_ns(spec.name)).popen(argv).wait()
+    return FabricNamespace(layout.switch_ns(spec.name)).popen(controlplane.argv(spec.path, kind)).wait()
 
 
 def _explain(args: argparse.Namespace) -> int:

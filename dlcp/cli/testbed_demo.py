@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dlcp.cli import argv as cli_argv
 from dlcp.cli.plotting import pyplot
 
 log = logging.getLogger(__name__)
@@ -191,7 +192,7 @@ def run_testbed_demo(args: argparse.Namespace) -> int:
         from dlcp.testbed import userns
 
         sys.stderr.write("demo: not root: running in a user and network namespace of its own\n")
-        userns.reexec(args.raw_argv)
+        userns.reexec(cli_argv(*args.raw_argv))
     from dlcp.bench.compare import missing_runs, verdict
     from dlcp.testbed.jobs import new_folder
     from dlcp.testbed.lifecycle import TestbedError

@@ -1,5 +1,8 @@
-"""P4 tooling: constant generation, builds, P4Info reading and the switch test vectors.
+"""The P4 spec: what the programs, the controller, the switches and their tests share.
 
-Nothing here runs at import time; the compilers and BMv2 are found through
-:mod:`dlcp.p4.tools` (the one place that reads ``DLCP_P4_BIN_DIR``).
+Table, action and key names (:mod:`.names`), the switch's sizes (:mod:`.sizes`), the constants
+generated for every target (:mod:`.gen_constants`, :mod:`.generated`), reading a P4Info (:mod:`.p4info`),
+the shared switch test vectors (:mod:`.vectors`, :mod:`.vector_gen`), the names in the P4 sources
+(:mod:`.source_names`) and the paths of the sources and build outputs (:mod:`.paths`). It runs no
+program: the compilers and BMv2 are the toolchain's (:mod:`dlcp.testbed.toolchain`).
 """

@@ -1,4 +1,7 @@
-"""Render ``p4src/common/constants.p4`` and ``p4src/common/dlcp_header.p4`` from the Python sources.
+"""Render the constants of every target from the Python sources: the one generator.
+
+``p4src/common/constants.p4`` and ``p4src/common/dlcp_header.p4`` for the P4 programs, and ``dlcp_constants.h``
+for every C and C++ target (the software switch's data plane, the simulator's components), one set of names.
 
 Model: fabric-tna's ``util/gen-p4-constants.py``. The committed files must equal
 what :func:`render` returns; ``tests/p4/test_constants.py`` fails on drift.
@@ -111,35 +114,49 @@ def render_header() -> str:
 
 C_BANNER = BANNER.replace("// ", "/* ", 1).replace("\n// ", " */\n/* ").rstrip("\n") + " */\n"
 
+C_HEADER = "dlcp_constants.h"
+"""The one C header of the constants, for every C and C++ target: the software switch's data plane (committed as
+``testbed/switch/dlcp_constants.h``) and the simulator's components (written beside their build by
+:mod:`dlcp.simulations.engine`)."""
+
 
 def render_c_header() -> str:
-    """The same constants as ``constants.p4`` for the software switch's C data plane (``testbed/switch``)."""
+    """``dlcp_constants.h``: the same constants as ``constants.p4``, under the same names, as C macros."""
     from dlcp import frames
 
     def d(name: str, value: int, comment: str = "") -> str:
         tail = f"  /* {comment} */" if comment else ""
         return f"#define {name} {value}{tail}"
 
-    lines = [C_BANNER, "#ifndef DLCP_SWITCH_CONSTANTS_H", "#define DLCP_SWITCH_CONSTANTS_H", ""]
-    lines += ["/* ---- wire protocol (dlcp/protocol.py, dlcp/frames.py) ---- */"]
+    lines = [C_BANNER, "#ifndef DLCP_CONSTANTS_H", "#define DLCP_CONSTANTS_H", ""]
+    lines += ["/* ---- wire protocol (dlcp/protocol.py) ---- */"]
     lines.append(d("DLCP_UDP_PORT", protocol.UDP_PORT, "default UDP destination port"))
     lines.append(d("DLCP_VERSION", protocol.VERSION))
     lines.append(d("DLCP_VERSION_SHIFT", TYPE_BITS, "first header byte: version << 4 | type"))
     lines.append(d("DLCP_TYPE_MASK", (1 << TYPE_BITS) - 1))
     lines.append(d("DLCP_HEADER_BYTES", protocol.HEADER_SIZE))
+    lines.append(d("DLCP_INVARIANT_BYTES", protocol.INVARIANT_BYTES, "the same in every full-size packet"))
+    lines.append(d("DLCP_MAX_PAYLOAD", protocol.MAX_PAYLOAD))
     for t in protocol.PacketType:
         lines.append(d(f"DLCP_TYPE_{t.name}", int(t)))
     lines.append(d("DLCP_TYPE_MAX", max(int(t) for t in protocol.PacketType), "higher is malformed"))
     for f in protocol.Flag:
         if f:
             lines.append(d(f"DLCP_FLAG_{f.name}", int(f)))
+    for k in protocol.MessageKind:
+        lines.append(d(f"DLCP_KIND_{k.name}", int(k)))
     lines.append(d("DLCP_NUM_PRIORITY_CLASSES", protocol.NUM_PRIORITY_CLASSES))
     lines.append(d("DLCP_NUM_DROP_CLASSES", protocol.NUM_DROP_CLASSES))
+    lines.append(d("DLCP_CONTROL_PRIORITY", protocol.CONTROL_PRIORITY, "control packets and retransmissions"))
+    lines.append("/* Header fields: byte offset and size (big-endian unsigned), docs/protocol.md section 2. */")
     for fld in protocol.HEADER_FIELDS:
-        lines.append(d(f"DLCP_OFF_{fld.name.upper()}", fld.offset, f"{fld.size} byte(s): {fld.doc}"))
+        lines.append(d(f"DLCP_OFF_{fld.name.upper()}", fld.offset, fld.doc))
+        lines.append(d(f"DLCP_SIZE_{fld.name.upper()}", fld.size))
+    lines += ["", "/* ---- framing (dlcp/frames.py) ---- */"]
     lines.append(d("ETH_HEADER_BYTES", frames.ETH_HEADER.size))
     lines.append(d("IPV4_HEADER_BYTES", frames.IPV4_HEADER.size, "without options"))
     lines.append(d("UDP_HEADER_BYTES", frames.UDP_HEADER.size))
+    lines.append(d("PPP_HEADER_BYTES", frames.PPP_HEADER_BYTES, "point-to-point links (the simulator's)"))
     lines.append(d("ETHERTYPE_IPV4", frames.ETHERTYPE_IPV4))
     lines.append(d("IPPROTO_UDP_NUM", frames.IPPROTO_UDP))
     lines.append(d("IPPROTO_TCP_NUM", frames.IPPROTO_TCP))
@@ -154,7 +171,7 @@ def render_c_header() -> str:
     lines.append(d("MIN_DLCP_UDP_LENGTH", sizes.MIN_DLCP_UDP_LENGTH))
     for name, value in sizes.TABLE_SIZES.items():
         lines.append(d(name, value))
-    lines += ["", "#endif  /* DLCP_SWITCH_CONSTANTS_H */", ""]
+    lines += ["", "#endif  /* DLCP_CONSTANTS_H */", ""]
     return "\n".join(lines)
 
 
@@ -162,7 +179,7 @@ def render() -> list[Generated]:
     return [
         Generated("p4src/common/constants.p4", render_constants()),
         Generated("p4src/common/dlcp_header.p4", render_header()),
-        Generated("testbed/switch/dlcp_constants.h", render_c_header()),
+        Generated(f"testbed/switch/{C_HEADER}", render_c_header()),
     ]
 
 

@@ -47,11 +47,11 @@ TrainingJob::Meta(bool first_half, uint32_t layer) const
     m.priority = m_spec.priority[layer];
     if (m_spec.mode == 0)
     {
-        m.kind = first_half ? dlcp::KIND_PUSH : dlcp::KIND_PULL;
+        m.kind = first_half ? DLCP_KIND_PUSH : DLCP_KIND_PULL;
     }
     else
     {
-        m.kind = first_half ? dlcp::KIND_REDUCE_SCATTER : dlcp::KIND_ALL_GATHER;
+        m.kind = first_half ? DLCP_KIND_REDUCE_SCATTER : DLCP_KIND_ALL_GATHER;
     }
     m.loss_bound = first_half ? m_spec.push_bound[layer] : m_spec.pull_bound[layer];
     m.drop_fractions = first_half ? m_spec.push_drop_fractions : m_spec.pull_drop_fractions;

@@ -18,9 +18,6 @@ NS_LOG_COMPONENT_DEFINE("DlcpPort");
 NS_OBJECT_ENSURE_REGISTERED(DlcpPort);
 NS_OBJECT_ENSURE_REGISTERED(DlcpLink);
 
-/** ns-3's point-to-point header (PppHeader), counted in serialization as the device it replaces did. */
-static constexpr uint32_t PPP_HEADER_BYTES = 2;
-
 Frame
 Frame::From(const Ipv4Header& ip, Ptr<Packet> l4)
 {
@@ -189,15 +186,15 @@ PortQueue::EnqueueFifo(Frame&& frame)
     {
         if (frame.ip.GetEcn() == Ipv4Header::ECN_NotECT)
         {
-            m_counters.dropped[dlcp::DEFAULT_QUEUE]++;
+            m_counters.dropped[DEFAULT_QUEUE]++;
             m_lastQueue = -1;
             m_stats.dropped++;
             return false;
         }
         frame.ip.SetEcn(Ipv4Header::ECN_CE); // as Ipv4QueueDiscItem::Mark
-        m_counters.marked[dlcp::DEFAULT_QUEUE]++;
+        m_counters.marked[DEFAULT_QUEUE]++;
     }
-    return Admit(std::move(frame), dlcp::DEFAULT_QUEUE);
+    return Admit(std::move(frame), DEFAULT_QUEUE);
 }
 
 bool
@@ -212,7 +209,7 @@ PortQueue::Enqueue(Frame&& frame)
     }
     if (m_config == nullptr)
     {
-        return Admit(std::move(frame), dlcp::DEFAULT_QUEUE);
+        return Admit(std::move(frame), DEFAULT_QUEUE);
     }
     Classified c = m_config->Classify(frame.ip, frame.head, frame.head_len);
     uint32_t occupancy = static_cast<uint32_t>(m_queues[c.queue].size());
@@ -226,7 +223,7 @@ PortQueue::Enqueue(Frame&& frame)
     case OnCongestion::TRIM:
         m_counters.trimmed[c.queue]++;
         frame.trim = true;
-        return Admit(std::move(frame), dlcp::TRIM_QUEUE);
+        return Admit(std::move(frame), TRIM_QUEUE);
     case OnCongestion::ADMIT:
         break;
     }
@@ -244,20 +241,20 @@ PortQueue::Trim(Frame& frame)
 {
     // Cut to UDP + DLCP header: type TRIMMED (length field unchanged), UDP length 48, zero UDP checksum.
     uint8_t* cut = frame.head;
-    SetField(cut, 4, 2, dlcp::MIN_DLCP_UDP_LENGTH);
+    SetField(cut, 4, 2, MIN_DLCP_UDP_LENGTH);
     SetField(cut, 6, 2, 0);
-    uint8_t* h = cut + dlcp::UDP_HEADER_SIZE;
-    h[dlcp::OFF_VER_TYPE] = static_cast<uint8_t>((h[dlcp::OFF_VER_TYPE] & 0xf0) | dlcp::TYPE_TRIMMED);
-    frame.ip.SetPayloadSize(dlcp::MIN_DLCP_UDP_LENGTH);
-    frame.l4 = Create<Packet>(cut, dlcp::MIN_DLCP_UDP_LENGTH);
-    frame.head_len = dlcp::MIN_DLCP_UDP_LENGTH;
+    uint8_t* h = cut + UDP_HEADER_BYTES;
+    h[DLCP_OFF_VER_TYPE] = static_cast<uint8_t>((h[DLCP_OFF_VER_TYPE] & 0xf0) | DLCP_TYPE_TRIMMED);
+    frame.ip.SetPayloadSize(MIN_DLCP_UDP_LENGTH);
+    frame.l4 = Create<Packet>(cut, MIN_DLCP_UDP_LENGTH);
+    frame.head_len = MIN_DLCP_UDP_LENGTH;
     frame.trim = false;
 }
 
 bool
 PortQueue::Dequeue(Frame& out)
 {
-    for (uint32_t q = dlcp::NUM_PRIORITY_CLASSES; q-- > 0;)
+    for (uint32_t q = DLCP_NUM_PRIORITY_CLASSES; q-- > 0;)
     {
         std::deque<Frame>& fifo = m_queues[q];
         if (fifo.empty())

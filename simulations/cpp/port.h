@@ -51,7 +51,7 @@ struct Frame
 {
     ns3::Ipv4Header ip;
     ns3::Ptr<ns3::Packet> l4;                 // L4 header onwards
-    uint8_t head[dlcp::MIN_DLCP_UDP_LENGTH]{}; // the first bytes of l4 (UDP + DLCP header)
+    uint8_t head[MIN_DLCP_UDP_LENGTH]{}; // the first bytes of l4 (UDP + DLCP header)
     uint32_t head_len = 0;
     bool trim = false; // cut to its headers as it leaves TRIM_QUEUE (queue_disc.cc's m_toTrim)
 
@@ -206,7 +206,7 @@ class PortQueue
     uint32_t m_limit;
     std::unique_ptr<RedMarker> m_red;
     uint32_t m_size = 0;
-    std::array<std::deque<Frame>, dlcp::NUM_PRIORITY_CLASSES> m_queues;
+    std::array<std::deque<Frame>, DLCP_NUM_PRIORITY_CLASSES> m_queues;
     ClassCounters m_counters;
     PortStats m_stats;
     int32_t m_lastQueue = -1;

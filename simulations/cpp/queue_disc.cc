@@ -34,7 +34,7 @@ DlcpSwitchConfig::AddRule(const ClassRule& rule)
 void
 DlcpSwitchConfig::SetThreshold(uint32_t queue, uint32_t drop_class, OnCongestion action, uint32_t threshold)
 {
-    NS_ABORT_MSG_IF(queue >= dlcp::NUM_PRIORITY_CLASSES || drop_class >= dlcp::NUM_DROP_CLASSES,
+    NS_ABORT_MSG_IF(queue >= DLCP_NUM_PRIORITY_CLASSES || drop_class >= DLCP_NUM_DROP_CLASSES,
                     "threshold for queue " << queue << " drop class " << drop_class << " out of range");
     thresholds[queue][drop_class] = Threshold{action, threshold};
 }
@@ -44,23 +44,23 @@ DlcpSwitchConfig::Classify(const Ipv4Header& ip, const uint8_t* l4, uint32_t l4l
 {
     Classified c;
     // The parser extracts a DLCP header from any unfragmented UDP datagram long enough to hold one.
-    if (ip.GetProtocol() != IPPROTO_UDP || ip.GetFragmentOffset() != 0 || l4len < dlcp::MIN_DLCP_UDP_LENGTH)
+    if (ip.GetProtocol() != IPPROTO_UDP || ip.GetFragmentOffset() != 0 || l4len < MIN_DLCP_UDP_LENGTH)
     {
         return c;
     }
     uint32_t udp_len = GetField(l4, 4, 2);
-    if (udp_len < dlcp::MIN_DLCP_UDP_LENGTH)
+    if (udp_len < MIN_DLCP_UDP_LENGTH)
     {
         return c;
     }
     uint16_t dst_port = static_cast<uint16_t>(GetField(l4, 2, 2));
-    const uint8_t* h = l4 + dlcp::UDP_HEADER_SIZE;
-    bool is_dlcp = dst_port == dlcp::UDP_PORT || dlcp_ports.count(dst_port) > 0;
+    const uint8_t* h = l4 + UDP_HEADER_BYTES;
+    bool is_dlcp = dst_port == DLCP_UDP_PORT || dlcp_ports.count(dst_port) > 0;
     uint8_t type = PacketTypeOf(h);
-    uint32_t priority = h[dlcp::OFF_PRIORITY];
-    uint32_t drop_class = h[dlcp::OFF_DROP_CLASS];
-    if (VersionOf(h) != dlcp::VERSION || type > dlcp::TYPE_MAX || priority >= dlcp::NUM_PRIORITY_CLASSES ||
-        drop_class >= dlcp::NUM_DROP_CLASSES)
+    uint32_t priority = h[DLCP_OFF_PRIORITY];
+    uint32_t drop_class = h[DLCP_OFF_DROP_CLASS];
+    if (VersionOf(h) != DLCP_VERSION || type > DLCP_TYPE_MAX || priority >= DLCP_NUM_PRIORITY_CLASSES ||
+        drop_class >= DLCP_NUM_DROP_CLASSES)
     {
         is_dlcp = false; // malformed: forwarded as ordinary UDP
     }
@@ -71,9 +71,9 @@ DlcpSwitchConfig::Classify(const Ipv4Header& ip, const uint8_t* l4, uint32_t l4l
     c.is_dlcp = true;
     c.packet_type = type;
     c.drop_class = static_cast<uint8_t>(drop_class);
-    c.seq = GetField(h, dlcp::OFF_SEQ, dlcp::SIZE_SEQ);
-    uint32_t job = GetField(h, dlcp::OFF_JOB_ID, dlcp::SIZE_JOB_ID);
-    uint32_t kind = h[dlcp::OFF_KIND];
+    c.seq = GetField(h, DLCP_OFF_SEQ, DLCP_SIZE_SEQ);
+    uint32_t job = GetField(h, DLCP_OFF_JOB_ID, DLCP_SIZE_JOB_ID);
+    uint32_t kind = h[DLCP_OFF_KIND];
     c.queue = priority; // use_packet_priority, the default action
     c.drop_eligible = false;
     for (const ClassRule& r : rules)
@@ -98,14 +98,14 @@ DlcpSwitchConfig::Classify(const Ipv4Header& ip, const uint8_t* l4, uint32_t l4l
             break;
         }
     }
-    uint8_t flags = h[dlcp::OFF_FLAGS];
-    if (type != dlcp::TYPE_DATA || (flags & dlcp::FLAG_RETX) != 0 || drop_class == 0)
+    uint8_t flags = h[DLCP_OFF_FLAGS];
+    if (type != DLCP_TYPE_DATA || (flags & DLCP_FLAG_RETX) != 0 || drop_class == 0)
     {
         c.drop_eligible = false;
     }
-    if (type == dlcp::TYPE_TRIMMED)
+    if (type == DLCP_TYPE_TRIMMED)
     {
-        c.queue = dlcp::TRIM_QUEUE;
+        c.queue = TRIM_QUEUE;
     }
     return c;
 }
@@ -224,9 +224,9 @@ DlcpQueueDisc::DoEnqueue(Ptr<QueueDiscItem> item)
     Ptr<Ipv4QueueDiscItem> ipItem = DynamicCast<Ipv4QueueDiscItem>(item);
     if (!ipItem || m_config == nullptr)
     {
-        return Admit(item, dlcp::DEFAULT_QUEUE);
+        return Admit(item, DEFAULT_QUEUE);
     }
-    uint8_t l4[dlcp::MIN_DLCP_UDP_LENGTH];
+    uint8_t l4[MIN_DLCP_UDP_LENGTH];
     Ptr<Packet> p = item->GetPacket();
     uint32_t l4len = p->CopyData(l4, sizeof(l4));
     Classified c = m_config->Classify(ipItem->GetHeader(), l4, l4len);
@@ -242,7 +242,7 @@ DlcpQueueDisc::DoEnqueue(Ptr<QueueDiscItem> item)
         // The packet goes to TRIM_QUEUE now and is cut to its headers as it leaves (DoDequeue):
         // ns-3's queue-disc statistics require an enqueued item to keep its size.
         m_counters.trimmed[c.queue]++;
-        if (!Admit(item, dlcp::TRIM_QUEUE))
+        if (!Admit(item, TRIM_QUEUE))
         {
             return false;
         }
@@ -261,10 +261,10 @@ DlcpQueueDisc::DoEnqueue(Ptr<QueueDiscItem> item)
 Ptr<QueueDiscItem>
 DlcpQueueDisc::DoDequeue()
 {
-    for (uint32_t q = dlcp::NUM_PRIORITY_CLASSES; q-- > 0;)
+    for (uint32_t q = DLCP_NUM_PRIORITY_CLASSES; q-- > 0;)
     {
         Ptr<QueueDiscItem> item = GetInternalQueue(q)->Dequeue();
-        if (item && q == dlcp::TRIM_QUEUE && !m_toTrim.empty() && m_toTrim.erase(item->GetPacket()->GetUid()) > 0)
+        if (item && q == TRIM_QUEUE && !m_toTrim.empty() && m_toTrim.erase(item->GetPacket()->GetUid()) > 0)
         {
             item = Trim(item);
         }
@@ -284,22 +284,22 @@ DlcpQueueDisc::Trim(Ptr<QueueDiscItem> item)
 {
     // Cut to UDP + DLCP header: type TRIMMED (length field unchanged), UDP length 48, zero UDP checksum.
     Ptr<Ipv4QueueDiscItem> ipItem = DynamicCast<Ipv4QueueDiscItem>(item);
-    uint8_t cut[dlcp::MIN_DLCP_UDP_LENGTH];
+    uint8_t cut[MIN_DLCP_UDP_LENGTH];
     item->GetPacket()->CopyData(cut, sizeof(cut));
-    SetField(cut, 4, 2, dlcp::MIN_DLCP_UDP_LENGTH);
+    SetField(cut, 4, 2, MIN_DLCP_UDP_LENGTH);
     SetField(cut, 6, 2, 0);
-    uint8_t* h = cut + dlcp::UDP_HEADER_SIZE;
-    h[dlcp::OFF_VER_TYPE] = static_cast<uint8_t>((h[dlcp::OFF_VER_TYPE] & 0xf0) | dlcp::TYPE_TRIMMED);
+    uint8_t* h = cut + UDP_HEADER_BYTES;
+    h[DLCP_OFF_VER_TYPE] = static_cast<uint8_t>((h[DLCP_OFF_VER_TYPE] & 0xf0) | DLCP_TYPE_TRIMMED);
     Ipv4Header ip = ipItem->GetHeader();
-    ip.SetPayloadSize(dlcp::MIN_DLCP_UDP_LENGTH);
-    Ptr<Packet> tp = Create<Packet>(cut, dlcp::MIN_DLCP_UDP_LENGTH);
+    ip.SetPayloadSize(MIN_DLCP_UDP_LENGTH);
+    Ptr<Packet> tp = Create<Packet>(cut, MIN_DLCP_UDP_LENGTH);
     return Create<Ipv4QueueDiscItem>(tp, item->GetAddress(), item->GetProtocol(), ip);
 }
 
 Ptr<const QueueDiscItem>
 DlcpQueueDisc::DoPeek()
 {
-    for (uint32_t q = dlcp::NUM_PRIORITY_CLASSES; q-- > 0;)
+    for (uint32_t q = DLCP_NUM_PRIORITY_CLASSES; q-- > 0;)
     {
         Ptr<const QueueDiscItem> item = GetInternalQueue(q)->Peek();
         if (item)
@@ -320,7 +320,7 @@ DlcpQueueDisc::CheckConfig()
     }
     if (GetNInternalQueues() == 0)
     {
-        for (uint32_t q = 0; q < dlcp::NUM_PRIORITY_CLASSES; ++q)
+        for (uint32_t q = 0; q < DLCP_NUM_PRIORITY_CLASSES; ++q)
         {
             // Each class queue may hold the whole shared buffer; the limit is enforced in Admit.
             AddInternalQueue(CreateObjectWithAttributes<ClassQueue>(
@@ -328,7 +328,7 @@ DlcpQueueDisc::CheckConfig()
                 QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, GetMaxSize().GetValue() + 1))));
         }
     }
-    return GetNInternalQueues() == dlcp::NUM_PRIORITY_CLASSES;
+    return GetNInternalQueues() == DLCP_NUM_PRIORITY_CLASSES;
 }
 
 void

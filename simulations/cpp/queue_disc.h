@@ -81,7 +81,7 @@ struct Threshold
 struct Classified
 {
     bool is_dlcp = false;
-    uint32_t queue = dlcp::DEFAULT_QUEUE;
+    uint32_t queue = DEFAULT_QUEUE;
     bool drop_eligible = false;
     uint8_t drop_class = 0;
     uint8_t packet_type = 0;
@@ -93,7 +93,7 @@ struct DlcpSwitchConfig
 {
     std::unordered_set<uint16_t> dlcp_ports;
     std::vector<ClassRule> rules; // kept sorted by rule_priority, highest first
-    std::array<std::array<Threshold, dlcp::NUM_DROP_CLASSES>, dlcp::NUM_PRIORITY_CLASSES> thresholds{};
+    std::array<std::array<Threshold, DLCP_NUM_DROP_CLASSES>, DLCP_NUM_PRIORITY_CLASSES> thresholds{};
     uint32_t ecn_threshold = 0; // 0: no ECN marking
     BufferPolicy buffer_policy = BufferPolicy::PUSH_OUT;
 
@@ -130,13 +130,13 @@ AddClassCounters(Totals& t, const Counters& c, size_t classes)
 
 struct ClassCounters
 {
-    std::array<uint64_t, dlcp::NUM_PRIORITY_CLASSES> forwarded{};
-    std::array<uint64_t, dlcp::NUM_PRIORITY_CLASSES> forwarded_bytes{};
-    std::array<uint64_t, dlcp::NUM_PRIORITY_CLASSES> dropped{};  // selective drops
-    std::array<uint64_t, dlcp::NUM_PRIORITY_CLASSES> trimmed{};
-    std::array<uint64_t, dlcp::NUM_PRIORITY_CLASSES> overflow{}; // buffer full, nothing lower to push out
-    std::array<uint64_t, dlcp::NUM_PRIORITY_CLASSES> pushed_out{}; // queued, then pushed out by a higher class
-    std::array<uint64_t, dlcp::NUM_PRIORITY_CLASSES> marked{};   // ECN CE
+    std::array<uint64_t, DLCP_NUM_PRIORITY_CLASSES> forwarded{};
+    std::array<uint64_t, DLCP_NUM_PRIORITY_CLASSES> forwarded_bytes{};
+    std::array<uint64_t, DLCP_NUM_PRIORITY_CLASSES> dropped{};  // selective drops
+    std::array<uint64_t, DLCP_NUM_PRIORITY_CLASSES> trimmed{};
+    std::array<uint64_t, DLCP_NUM_PRIORITY_CLASSES> overflow{}; // buffer full, nothing lower to push out
+    std::array<uint64_t, DLCP_NUM_PRIORITY_CLASSES> pushed_out{}; // queued, then pushed out by a higher class
+    std::array<uint64_t, DLCP_NUM_PRIORITY_CLASSES> marked{};   // ECN CE
 };
 
 /** A FIFO class queue (as DropTailQueue) that can also give up its newest packet (push-out). */

@@ -33,7 +33,7 @@ Mix(uint64_t x)
 uint64_t
 PathHash(const Ipv4Header& header, const Packet* p, const AddressBook* book)
 {
-    uint8_t l4[dlcp::MIN_DLCP_UDP_LENGTH];
+    uint8_t l4[MIN_DLCP_UDP_LENGTH];
     uint32_t n = 0;
     if (p && (header.GetProtocol() == IPPROTO_UDP || header.GetProtocol() == IPPROTO_TCP))
     {
@@ -53,17 +53,17 @@ PathHash(const Ipv4Header& header, const uint8_t* l4, uint32_t n, const AddressB
         {
             entropy = (entropy << 32) | GetField(l4, 0, 4); // source and destination ports
         }
-        if (header.GetProtocol() == IPPROTO_UDP && n >= dlcp::MIN_DLCP_UDP_LENGTH)
+        if (header.GetProtocol() == IPPROTO_UDP && n >= MIN_DLCP_UDP_LENGTH)
         {
             uint16_t dport = static_cast<uint16_t>(GetField(l4, 2, 2));
-            const uint8_t* h = l4 + dlcp::UDP_HEADER_SIZE;
-            bool dlcp_port = dport == dlcp::UDP_PORT || (book && book->dlcp_ports.count(dport) > 0);
-            if (dlcp_port && (book == nullptr || book->spray) && VersionOf(h) == dlcp::VERSION &&
-                PacketTypeOf(h) == dlcp::TYPE_DATA)
+            const uint8_t* h = l4 + UDP_HEADER_BYTES;
+            bool dlcp_port = dport == DLCP_UDP_PORT || (book && book->dlcp_ports.count(dport) > 0);
+            if (dlcp_port && (book == nullptr || book->spray) && VersionOf(h) == DLCP_VERSION &&
+                PacketTypeOf(h) == DLCP_TYPE_DATA)
             {
                 // seq ^ msg_id, as DLCP's switches (p4src/common/classification.p4): one-packet messages spread too
-                uint64_t seq = GetField(h, dlcp::OFF_SEQ, dlcp::SIZE_SEQ);
-                entropy ^= (seq ^ GetField(h, dlcp::OFF_MSG_ID, dlcp::SIZE_MSG_ID)) << 8;
+                uint64_t seq = GetField(h, DLCP_OFF_SEQ, DLCP_SIZE_SEQ);
+                entropy ^= (seq ^ GetField(h, DLCP_OFF_MSG_ID, DLCP_SIZE_MSG_ID)) << 8;
             }
         }
     }

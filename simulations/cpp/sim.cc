@@ -53,12 +53,12 @@ class HostPortSink : public FrameSink
     void ReceiveFrame(DlcpPort* in, Frame&& f) override
     {
         if (f.ip.GetDestination().Get() == m_address && f.ip.GetProtocol() == IPPROTO_UDP &&
-            f.ip.GetFragmentOffset() == 0 && f.head_len >= dlcp::UDP_HEADER_SIZE &&
-            GetField(f.head, 2, 2) == dlcp::UDP_PORT)
+            f.ip.GetFragmentOffset() == 0 && f.head_len >= UDP_HEADER_BYTES &&
+            GetField(f.head, 2, 2) == DLCP_UDP_PORT)
         {
             ++*m_rx; // what the IPv4 stack's LocalDeliver trace counts on the other path
-            m_host->Deliver(f.head + dlcp::UDP_HEADER_SIZE, f.head_len - dlcp::UDP_HEADER_SIZE, f.l4,
-                            dlcp::UDP_HEADER_SIZE);
+            m_host->Deliver(f.head + UDP_HEADER_BYTES, f.head_len - UDP_HEADER_BYTES, f.l4,
+                            UDP_HEADER_BYTES);
             return;
         }
         in->DeliverUp(std::move(f));
@@ -535,8 +535,8 @@ SimulationImpl::ConnectHostPorts(uint32_t h, Ptr<Node> node, Ptr<Ipv4L3Protocol>
     // (checksums off, ns-3's default; TTL 64; no fragmentation: the scenario's MTU carries a packet).
     hosts[h]->SetOutput([this, routing, src, by_iface = std::move(by_iface)](Ptr<Packet> p, uint32_t dst) {
         UdpHeader udp;
-        udp.SetSourcePort(dlcp::UDP_PORT);
-        udp.SetDestinationPort(dlcp::UDP_PORT);
+        udp.SetSourcePort(DLCP_UDP_PORT);
+        udp.SetDestinationPort(DLCP_UDP_PORT);
         p->AddHeader(udp);
         Ipv4Header ip;
         ip.SetSource(src);
@@ -715,7 +715,7 @@ Simulation::AddDlcpPort(uint16_t port)
 static ClassRule
 MakeRule(int32_t rule_priority, const std::vector<uint32_t>& vm, uint8_t action, uint32_t queue)
 {
-    if (vm.size() != 10 || action > 2 || queue >= dlcp::NUM_PRIORITY_CLASSES)
+    if (vm.size() != 10 || action > 2 || queue >= DLCP_NUM_PRIORITY_CLASSES)
     {
         throw std::invalid_argument("a class rule has 5 (value, mask) pairs, an action 0..2 and a queue 0..7");
     }
@@ -894,7 +894,7 @@ SwitchTotals
 Simulation::Switches() const
 {
     SwitchTotals t;
-    size_t k = dlcp::NUM_PRIORITY_CLASSES;
+    size_t k = DLCP_NUM_PRIORITY_CLASSES;
     for (auto* v : {&t.forwarded, &t.dropped, &t.trimmed, &t.overflow, &t.pushed_out, &t.marked})
     {
         v->assign(k, 0);
@@ -922,10 +922,10 @@ Simulation::Switches() const
             // (RED's drops of packets it could not mark as `dropped`, the buffer's as `overflow`).
             uint64_t red = s.GetNDroppedPackets(RedQueueDisc::UNFORCED_DROP) +
                            s.GetNDroppedPackets(RedQueueDisc::FORCED_DROP);
-            t.forwarded[dlcp::DEFAULT_QUEUE] += s.nTotalSentPackets;
-            t.marked[dlcp::DEFAULT_QUEUE] += s.nTotalMarkedPackets;
-            t.dropped[dlcp::DEFAULT_QUEUE] += red;
-            t.overflow[dlcp::DEFAULT_QUEUE] += s.nTotalDroppedPackets - red;
+            t.forwarded[DEFAULT_QUEUE] += s.nTotalSentPackets;
+            t.marked[DEFAULT_QUEUE] += s.nTotalMarkedPackets;
+            t.dropped[DEFAULT_QUEUE] += red;
+            t.overflow[DEFAULT_QUEUE] += s.nTotalDroppedPackets - red;
         }
     }
     for (auto* list : {&m_impl->switch_ports, &m_impl->host_ports})

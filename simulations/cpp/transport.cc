@@ -35,26 +35,26 @@ DlcpHeader::GetInstanceTypeId() const
 void
 DlcpHeader::Print(std::ostream& os) const
 {
-    os << "DLCP type=" << int(PacketTypeOf(bytes)) << " seq=" << Get(dlcp::OFF_SEQ, dlcp::SIZE_SEQ);
+    os << "DLCP type=" << int(PacketTypeOf(bytes)) << " seq=" << Get(DLCP_OFF_SEQ, DLCP_SIZE_SEQ);
 }
 
 uint32_t
 DlcpHeader::GetSerializedSize() const
 {
-    return dlcp::HEADER_SIZE;
+    return DLCP_HEADER_BYTES;
 }
 
 void
 DlcpHeader::Serialize(Buffer::Iterator start) const
 {
-    start.Write(bytes, dlcp::HEADER_SIZE);
+    start.Write(bytes, DLCP_HEADER_BYTES);
 }
 
 uint32_t
 DlcpHeader::Deserialize(Buffer::Iterator start)
 {
-    start.Read(bytes, dlcp::HEADER_SIZE);
-    return dlcp::HEADER_SIZE;
+    start.Read(bytes, DLCP_HEADER_BYTES);
+    return DLCP_HEADER_BYTES;
 }
 
 // ---- DlcpHost --------------------------------------------------------------
@@ -101,7 +101,7 @@ DlcpHost::StartApplication()
         return; // packets go to and come from the host's port directly
     }
     m_socket = Socket::CreateSocket(GetNode(), UdpSocketFactory::GetTypeId());
-    m_socket->Bind(InetSocketAddress(Ipv4Address::GetAny(), dlcp::UDP_PORT));
+    m_socket->Bind(InetSocketAddress(Ipv4Address::GetAny(), DLCP_UDP_PORT));
     m_socket->SetRecvCallback(MakeCallback(&DlcpHost::OnReceive, this));
 }
 
@@ -130,18 +130,18 @@ DlcpHost::Send(uint32_t record, uint32_t dst, const SendSpec& spec, std::functio
     m->rto = m_params.initial_rto;
     uint8_t* h = m->hdr;
     DlcpHeader tmp;
-    tmp.SetType(dlcp::TYPE_DATA);
-    std::copy(tmp.bytes, tmp.bytes + dlcp::HEADER_SIZE, h);
-    SetField(h, dlcp::OFF_KIND, dlcp::SIZE_KIND, spec.kind);
-    SetField(h, dlcp::OFF_DTYPE, dlcp::SIZE_DTYPE, 0);
-    SetField(h, dlcp::OFF_JOB_ID, dlcp::SIZE_JOB_ID, m_params.job_id);
-    SetField(h, dlcp::OFF_SRC, dlcp::SIZE_SRC, m_rank);
-    SetField(h, dlcp::OFF_TOKEN, dlcp::SIZE_TOKEN, m_params.token);
-    SetField(h, dlcp::OFF_MSG_ID, dlcp::SIZE_MSG_ID, spec.msg_id);
-    SetField(h, dlcp::OFF_ROUND, dlcp::SIZE_ROUND, spec.round);
-    SetField(h, dlcp::OFF_LAYER, dlcp::SIZE_LAYER, spec.layer);
-    SetField(h, dlcp::OFF_PKT_COUNT, dlcp::SIZE_PKT_COUNT, spec.shape.PktCount());
-    SetField(h, dlcp::OFF_PRIORITY, dlcp::SIZE_PRIORITY, spec.priority);
+    tmp.SetType(DLCP_TYPE_DATA);
+    std::copy(tmp.bytes, tmp.bytes + DLCP_HEADER_BYTES, h);
+    SetField(h, DLCP_OFF_KIND, DLCP_SIZE_KIND, spec.kind);
+    SetField(h, DLCP_OFF_DTYPE, DLCP_SIZE_DTYPE, 0);
+    SetField(h, DLCP_OFF_JOB_ID, DLCP_SIZE_JOB_ID, m_params.job_id);
+    SetField(h, DLCP_OFF_SRC, DLCP_SIZE_SRC, m_rank);
+    SetField(h, DLCP_OFF_TOKEN, DLCP_SIZE_TOKEN, m_params.token);
+    SetField(h, DLCP_OFF_MSG_ID, DLCP_SIZE_MSG_ID, spec.msg_id);
+    SetField(h, DLCP_OFF_ROUND, DLCP_SIZE_ROUND, spec.round);
+    SetField(h, DLCP_OFF_LAYER, DLCP_SIZE_LAYER, spec.layer);
+    SetField(h, DLCP_OFF_PKT_COUNT, DLCP_SIZE_PKT_COUNT, spec.shape.PktCount());
+    SetField(h, DLCP_OFF_PRIORITY, DLCP_SIZE_PRIORITY, spec.priority);
     // Drop classes: the core ranks packets by gradient magnitude; without values the simulator
     // draws each packet's class with the policy's fractions (the same distribution).
     // A message whose bound covers less than one packet (a reliable one too) is sent all drop
@@ -156,7 +156,7 @@ DlcpHost::Send(uint32_t record, uint32_t dst, const SendSpec& spec, std::functio
             double x = u(m_rng);
             uint8_t c = 0;
             double acc = spec.drop_fractions[0];
-            while (c + 1 < dlcp::NUM_DROP_CLASSES && x >= acc)
+            while (c + 1 < DLCP_NUM_DROP_CLASSES && x >= acc)
             {
                 ++c;
                 acc += spec.drop_fractions[c];
@@ -171,7 +171,7 @@ DlcpHost::Send(uint32_t record, uint32_t dst, const SendSpec& spec, std::functio
     {
         m->spec.priority = SrptClass(static_cast<uint64_t>(n) * m_params.payload_bytes); // shortest first here too
     }
-    m_firstPass[std::min<uint32_t>(spec.priority, dlcp::NUM_PRIORITY_CLASSES - 1)].push_back(key);
+    m_firstPass[std::min<uint32_t>(spec.priority, DLCP_NUM_PRIORITY_CLASSES - 1)].push_back(key);
     TxMsg& sent = *m;
     m_tx[key] = std::move(m);
     SetActive(sent, true);
@@ -210,7 +210,7 @@ DlcpHost::Kick()
         // An idle sender starts at a random point of its first packet's interval: real hosts are not
         // phase-locked, but simulated ones with the same compute start a layer's pushes at the same
         // nanosecond, and paced at the same rate they stay aligned, every packet a burst of all of them.
-        double interval = (m_params.payload_bytes + dlcp::HEADER_SIZE + dlcp::UDP_HEADER_SIZE +
+        double interval = (m_params.payload_bytes + DLCP_HEADER_BYTES + UDP_HEADER_BYTES +
                            m_params.wire_overhead) / m_rate;
         m_nextTx = now + Seconds(std::uniform_real_distribution<double>(0.0, interval)(m_phaseRng));
     }
@@ -286,7 +286,7 @@ DlcpHost::TxLoopActive()
         Kick();
         return;
     }
-    for (uint32_t q = dlcp::NUM_PRIORITY_CLASSES; q-- > 0;)
+    for (uint32_t q = DLCP_NUM_PRIORITY_CLASSES; q-- > 0;)
     {
         auto& fifo = m_firstPass[q];
         for (auto i = fifo.begin(); i != fifo.end();)
@@ -387,7 +387,7 @@ DlcpHost::TxLoop()
         Kick();
         return;
     }
-    for (uint32_t q = dlcp::NUM_PRIORITY_CLASSES; q-- > 0;)
+    for (uint32_t q = DLCP_NUM_PRIORITY_CLASSES; q-- > 0;)
     {
         auto& fifo = m_firstPass[q];
         while (!fifo.empty())
@@ -430,30 +430,30 @@ DlcpHost::SendData(TxMsg& m, uint32_t seq, bool retx, uint64_t remaining)
     const MessageShape& s = m.spec.shape;
     uint32_t len = static_cast<uint32_t>(s.ElemsOf(seq) * m_params.elem_size);
     DlcpHeader h;
-    std::copy(m.hdr, m.hdr + dlcp::HEADER_SIZE, h.bytes);
+    std::copy(m.hdr, m.hdr + DLCP_HEADER_BYTES, h.bytes);
     uint8_t flags = 0;
     if (retx)
     {
-        flags |= dlcp::FLAG_RETX;
+        flags |= DLCP_FLAG_RETX;
     }
     else if (seq + 1 == s.PktCount())
     {
-        flags |= dlcp::FLAG_LAST;
+        flags |= DLCP_FLAG_LAST;
     }
-    h.Set(dlcp::OFF_LENGTH, dlcp::SIZE_LENGTH, len);
-    h.Set(dlcp::OFF_FLAGS, dlcp::SIZE_FLAGS, flags);
+    h.Set(DLCP_OFF_LENGTH, DLCP_SIZE_LENGTH, len);
+    h.Set(DLCP_OFF_FLAGS, DLCP_SIZE_FLAGS, flags);
     uint8_t priority = retx ? m.spec.control_priority : m.spec.priority;
     if (!m_params.srpt_thresholds.empty())
     {
         priority = SrptClass(remaining); // pFabric: retransmissions too, by what is left
     }
-    h.Set(dlcp::OFF_PRIORITY, dlcp::SIZE_PRIORITY, priority);
-    h.Set(dlcp::OFF_DROP_CLASS, dlcp::SIZE_DROP_CLASS, retx ? 0 : m.drop_class[seq]);
-    h.Set(dlcp::OFF_SEQ, dlcp::SIZE_SEQ, seq);
-    h.Set(dlcp::OFF_OFFSET, dlcp::SIZE_OFFSET, seq * s.elems_per_packet);
+    h.Set(DLCP_OFF_PRIORITY, DLCP_SIZE_PRIORITY, priority);
+    h.Set(DLCP_OFF_DROP_CLASS, DLCP_SIZE_DROP_CLASS, retx ? 0 : m.drop_class[seq]);
+    h.Set(DLCP_OFF_SEQ, DLCP_SIZE_SEQ, seq);
+    h.Set(DLCP_OFF_OFFSET, DLCP_SIZE_OFFSET, seq * s.elems_per_packet);
     Ptr<Packet> p = Create<Packet>(len);
     p->AddHeader(h);
-    Charge(len + dlcp::HEADER_SIZE + dlcp::UDP_HEADER_SIZE + m_params.wire_overhead, m.dst);
+    Charge(len + DLCP_HEADER_BYTES + UDP_HEADER_BYTES + m_params.wire_overhead, m.dst);
     Emit(p, m.dst);
     m_counters->data_sent++;
     if (retx)
@@ -467,19 +467,19 @@ DlcpHost::SendControl(const uint8_t* tmpl, uint8_t type, uint32_t dst, uint32_t 
                       const uint8_t* payload, uint32_t len)
 {
     DlcpHeader h;
-    std::copy(tmpl, tmpl + dlcp::HEADER_SIZE, h.bytes);
+    std::copy(tmpl, tmpl + DLCP_HEADER_BYTES, h.bytes);
     h.SetType(type);
-    h.Set(dlcp::OFF_LENGTH, dlcp::SIZE_LENGTH, len);
-    h.Set(dlcp::OFF_FLAGS, dlcp::SIZE_FLAGS, flags);
-    if (type != dlcp::TYPE_PROBE)
+    h.Set(DLCP_OFF_LENGTH, DLCP_SIZE_LENGTH, len);
+    h.Set(DLCP_OFF_FLAGS, DLCP_SIZE_FLAGS, flags);
+    if (type != DLCP_TYPE_PROBE)
     {
         // A PROBE keeps its data's priority (the template's), as the host's does (docs/transport.md): in the
         // control class it overtook its own message's queued tail, whose packets the reply then named missing.
-        h.Set(dlcp::OFF_PRIORITY, dlcp::SIZE_PRIORITY, dlcp::CONTROL_PRIORITY);
+        h.Set(DLCP_OFF_PRIORITY, DLCP_SIZE_PRIORITY, DLCP_CONTROL_PRIORITY);
     }
-    h.Set(dlcp::OFF_DROP_CLASS, dlcp::SIZE_DROP_CLASS, 0);
-    h.Set(dlcp::OFF_SEQ, dlcp::SIZE_SEQ, seq);
-    h.Set(dlcp::OFF_OFFSET, dlcp::SIZE_OFFSET, offset);
+    h.Set(DLCP_OFF_DROP_CLASS, DLCP_SIZE_DROP_CLASS, 0);
+    h.Set(DLCP_OFF_SEQ, DLCP_SIZE_SEQ, seq);
+    h.Set(DLCP_OFF_OFFSET, DLCP_SIZE_OFFSET, offset);
     Ptr<Packet> p = len ? Create<Packet>(payload, len) : Create<Packet>();
     p->AddHeader(h);
     Emit(p, dst);
@@ -492,7 +492,7 @@ DlcpHost::Probe(TxMsg& m)
     m.pending.clear(); // chunks answering earlier probes are stale now
     m.probe_id++;
     (*m_records)[m.record].probes++;
-    SendControl(m.hdr, dlcp::TYPE_PROBE, m.dst, m.probe_id, 0, 0, nullptr, 0);
+    SendControl(m.hdr, DLCP_TYPE_PROBE, m.dst, m.probe_id, 0, 0, nullptr, 0);
     Simulator::Cancel(m.timer);
     m.timer = Simulator::Schedule(Seconds(m.rto), &DlcpHost::OnTimer, this, Key(m_rank, m.spec.msg_id));
 }
@@ -518,7 +518,7 @@ DlcpHost::Emit(Ptr<Packet> p, uint32_t dst)
         m_output(p, dst);
         return;
     }
-    m_socket->SendTo(p, 0, InetSocketAddress((*m_addresses)[dst], dlcp::UDP_PORT));
+    m_socket->SendTo(p, 0, InetSocketAddress((*m_addresses)[dst], DLCP_UDP_PORT));
 }
 
 void
@@ -528,35 +528,35 @@ DlcpHost::OnReceive(Ptr<Socket> socket)
     Address from;
     while ((p = socket->RecvFrom(from)))
     {
-        uint8_t h[dlcp::HEADER_SIZE];
-        Deliver(h, p->CopyData(h, dlcp::HEADER_SIZE), p, 0);
+        uint8_t h[DLCP_HEADER_BYTES];
+        Deliver(h, p->CopyData(h, DLCP_HEADER_BYTES), p, 0);
     }
 }
 
 void
 DlcpHost::Deliver(const uint8_t* h, uint32_t n, Ptr<Packet> p, uint32_t header_at)
 {
-    if (n < dlcp::HEADER_SIZE || VersionOf(h) != dlcp::VERSION)
+    if (n < DLCP_HEADER_BYTES || VersionOf(h) != DLCP_VERSION)
     {
         m_counters->unknown++; // the core drops and counts it (TRUNCATED / BAD_VERSION)
         return;
     }
     switch (PacketTypeOf(h))
     {
-    case dlcp::TYPE_DATA:
+    case DLCP_TYPE_DATA:
         OnData(h, false);
         break;
-    case dlcp::TYPE_TRIMMED:
+    case DLCP_TYPE_TRIMMED:
         OnData(h, true);
         break;
-    case dlcp::TYPE_PROBE:
+    case DLCP_TYPE_PROBE:
         m_counters->control_received++;
         OnProbe(h);
         break;
-    case dlcp::TYPE_BITMAP:
-    case dlcp::TYPE_STOP:
+    case DLCP_TYPE_BITMAP:
+    case DLCP_TYPE_STOP:
         m_counters->control_received++;
-        p->RemoveAtStart(header_at + dlcp::HEADER_SIZE);
+        p->RemoveAtStart(header_at + DLCP_HEADER_BYTES);
         OnReply(h, p);
         break;
     default:
@@ -575,8 +575,8 @@ DlcpHost::OnData(const uint8_t* h, bool trimmed)
     {
         m_counters->data_received++;
     }
-    uint32_t src = GetField(h, dlcp::OFF_SRC, dlcp::SIZE_SRC);
-    uint32_t msg_id = GetField(h, dlcp::OFF_MSG_ID, dlcp::SIZE_MSG_ID);
+    uint32_t src = GetField(h, DLCP_OFF_SRC, DLCP_SIZE_SRC);
+    uint32_t msg_id = GetField(h, DLCP_OFF_MSG_ID, DLCP_SIZE_MSG_ID);
     auto it = m_rx.find(Key(src, msg_id));
     if (it == m_rx.end())
     {
@@ -584,8 +584,8 @@ DlcpHost::OnData(const uint8_t* h, bool trimmed)
         return;
     }
     RxMsg& r = *it->second;
-    uint32_t seq = GetField(h, dlcp::OFF_SEQ, dlcp::SIZE_SEQ);
-    bool last = (h[dlcp::OFF_FLAGS] & dlcp::FLAG_LAST) != 0;
+    uint32_t seq = GetField(h, DLCP_OFF_SEQ, DLCP_SIZE_SEQ);
+    bool last = (h[DLCP_OFF_FLAGS] & DLCP_FLAG_LAST) != 0;
     Accept a = trimmed ? r.state.OnTrimmed(seq, last) : r.state.OnData(seq, last);
     if (trimmed && a == Accept::OK)
     {
@@ -608,9 +608,9 @@ DlcpHost::OnData(const uint8_t* h, bool trimmed)
 void
 DlcpHost::OnProbe(const uint8_t* h)
 {
-    uint32_t src = GetField(h, dlcp::OFF_SRC, dlcp::SIZE_SRC);
-    uint32_t msg_id = GetField(h, dlcp::OFF_MSG_ID, dlcp::SIZE_MSG_ID);
-    uint32_t probe_id = GetField(h, dlcp::OFF_SEQ, dlcp::SIZE_SEQ);
+    uint32_t src = GetField(h, DLCP_OFF_SRC, DLCP_SIZE_SRC);
+    uint32_t msg_id = GetField(h, DLCP_OFF_MSG_ID, DLCP_SIZE_MSG_ID);
+    uint32_t probe_id = GetField(h, DLCP_OFF_SEQ, DLCP_SIZE_SEQ);
     auto it = m_rx.find(Key(src, msg_id));
     if (it == m_rx.end())
     {
@@ -620,7 +620,7 @@ DlcpHost::OnProbe(const uint8_t* h)
     RxMsg& r = *it->second;
     if (r.state.done)
     {
-        SendBitmap(r, dlcp::TYPE_STOP, probe_id);
+        SendBitmap(r, DLCP_TYPE_STOP, probe_id);
         return;
     }
     r.state.OnProbe();
@@ -630,7 +630,7 @@ DlcpHost::OnProbe(const uint8_t* h)
     }
     else
     {
-        SendBitmap(r, dlcp::TYPE_BITMAP, probe_id);
+        SendBitmap(r, DLCP_TYPE_BITMAP, probe_id);
     }
 }
 
@@ -641,7 +641,7 @@ DlcpHost::Complete(RxMsg& r, uint32_t probe_id)
     FlowRecord& rec = (*m_records)[r.record];
     rec.end = Simulator::Now().GetSeconds();
     rec.lost_elems = static_cast<uint64_t>(r.state.lost_elems);
-    SendBitmap(r, dlcp::TYPE_STOP, probe_id);
+    SendBitmap(r, DLCP_TYPE_STOP, probe_id);
     if (r.on_complete)
     {
         auto cb = std::move(r.on_complete);
@@ -656,14 +656,14 @@ DlcpHost::SendBitmap(RxMsg& r, uint8_t type, uint32_t probe_id)
     // The reply names the message by its identity (the sender matches on it alone).
     const FlowRecord& rec = (*m_records)[r.record];
     DlcpHeader tmpl;
-    tmpl.Set(dlcp::OFF_JOB_ID, dlcp::SIZE_JOB_ID, m_params.job_id);
-    tmpl.Set(dlcp::OFF_SRC, dlcp::SIZE_SRC, r.src);
-    tmpl.Set(dlcp::OFF_TOKEN, dlcp::SIZE_TOKEN, m_params.token);
-    tmpl.Set(dlcp::OFF_MSG_ID, dlcp::SIZE_MSG_ID, rec.id);
-    tmpl.Set(dlcp::OFF_PKT_COUNT, dlcp::SIZE_PKT_COUNT, r.state.shape.PktCount());
-    if (type == dlcp::TYPE_STOP && r.state.lost_elems == 0)
+    tmpl.Set(DLCP_OFF_JOB_ID, DLCP_SIZE_JOB_ID, m_params.job_id);
+    tmpl.Set(DLCP_OFF_SRC, DLCP_SIZE_SRC, r.src);
+    tmpl.Set(DLCP_OFF_TOKEN, DLCP_SIZE_TOKEN, m_params.token);
+    tmpl.Set(DLCP_OFF_MSG_ID, DLCP_SIZE_MSG_ID, rec.id);
+    tmpl.Set(DLCP_OFF_PKT_COUNT, DLCP_SIZE_PKT_COUNT, r.state.shape.PktCount());
+    if (type == DLCP_TYPE_STOP && r.state.lost_elems == 0)
     {
-        SendControl(tmpl.bytes, type, r.src, probe_id, 0, dlcp::FLAG_FINAL, nullptr, 0);
+        SendControl(tmpl.bytes, type, r.src, probe_id, 0, DLCP_FLAG_FINAL, nullptr, 0);
         return;
     }
     const std::vector<uint8_t>& got = r.state.received;
@@ -679,7 +679,7 @@ DlcpHost::SendBitmap(RxMsg& r, uint8_t type, uint32_t probe_id)
     for (size_t start = 0; start < bits.size(); start += step)
     {
         uint32_t len = static_cast<uint32_t>(std::min<size_t>(step, bits.size() - start));
-        uint8_t flags = start + step >= bits.size() ? dlcp::FLAG_FINAL : 0;
+        uint8_t flags = start + step >= bits.size() ? DLCP_FLAG_FINAL : 0;
         SendControl(tmpl.bytes, type, r.src, probe_id, static_cast<uint32_t>(start * 8), flags, bits.data() + start,
                     len);
     }
@@ -688,8 +688,8 @@ DlcpHost::SendBitmap(RxMsg& r, uint8_t type, uint32_t probe_id)
 void
 DlcpHost::OnReply(const uint8_t* h, Ptr<Packet> p)
 {
-    uint32_t src = GetField(h, dlcp::OFF_SRC, dlcp::SIZE_SRC);
-    uint32_t msg_id = GetField(h, dlcp::OFF_MSG_ID, dlcp::SIZE_MSG_ID);
+    uint32_t src = GetField(h, DLCP_OFF_SRC, DLCP_SIZE_SRC);
+    uint32_t msg_id = GetField(h, DLCP_OFF_MSG_ID, DLCP_SIZE_MSG_ID);
     auto it = m_tx.find(Key(src, msg_id));
     if (src != m_rank || it == m_tx.end())
     {
@@ -701,11 +701,11 @@ DlcpHost::OnReply(const uint8_t* h, Ptr<Packet> p)
     {
         return;
     }
-    uint32_t seq = GetField(h, dlcp::OFF_SEQ, dlcp::SIZE_SEQ);
-    uint8_t flags = h[dlcp::OFF_FLAGS];
-    if (PacketTypeOf(h) == dlcp::TYPE_STOP)
+    uint32_t seq = GetField(h, DLCP_OFF_SEQ, DLCP_SIZE_SEQ);
+    uint8_t flags = h[DLCP_OFF_FLAGS];
+    if (PacketTypeOf(h) == DLCP_TYPE_STOP)
     {
-        if (GetField(h, dlcp::OFF_OFFSET, dlcp::SIZE_OFFSET) != 0 && !(flags & dlcp::FLAG_FINAL))
+        if (GetField(h, DLCP_OFF_OFFSET, DLCP_SIZE_OFFSET) != 0 && !(flags & DLCP_FLAG_FINAL))
         {
             return; // a later chunk of a STOP's bitmap: the first one already stopped us
         }
@@ -732,8 +732,8 @@ DlcpHost::OnReply(const uint8_t* h, Ptr<Packet> p)
     }
     std::vector<uint8_t> chunk(p->GetSize());
     p->CopyData(chunk.data(), chunk.size());
-    m.pending.emplace_back(GetField(h, dlcp::OFF_OFFSET, dlcp::SIZE_OFFSET), std::move(chunk));
-    if (!(flags & dlcp::FLAG_FINAL))
+    m.pending.emplace_back(GetField(h, DLCP_OFF_OFFSET, DLCP_SIZE_OFFSET), std::move(chunk));
+    if (!(flags & DLCP_FLAG_FINAL))
     {
         return;
     }

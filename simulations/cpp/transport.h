@@ -43,9 +43,9 @@ struct SendSpec
     uint8_t kind = 0;
     uint16_t layer = 0;
     uint8_t priority = 0;
-    uint8_t control_priority = dlcp::CONTROL_PRIORITY;
+    uint8_t control_priority = DLCP_CONTROL_PRIORITY;
     MessageShape shape;
-    std::array<double, dlcp::NUM_DROP_CLASSES> drop_fractions{1.0, 0.0, 0.0, 0.0};
+    std::array<double, DLCP_NUM_DROP_CLASSES> drop_fractions{1.0, 0.0, 0.0, 0.0};
 };
 
 class DlcpHost : public ns3::Application
@@ -105,7 +105,7 @@ class DlcpHost : public ns3::Application
         uint32_t record = 0;
         uint32_t dst = 0;
         SendSpec spec;
-        uint8_t hdr[dlcp::HEADER_SIZE] = {};
+        uint8_t hdr[DLCP_HEADER_BYTES] = {};
         std::vector<uint8_t> drop_class;
         uint32_t next_seq = 0;
         bool passed = false;
@@ -170,7 +170,7 @@ class DlcpHost : public ns3::Application
     std::mt19937_64 m_phaseRng;
 
     std::unordered_map<uint64_t, std::unique_ptr<TxMsg>> m_tx;   // by (own rank, msg_id)
-    std::array<std::deque<uint64_t>, dlcp::NUM_PRIORITY_CLASSES> m_firstPass; // FIFO per priority
+    std::array<std::deque<uint64_t>, DLCP_NUM_PRIORITY_CLASSES> m_firstPass; // FIFO per priority
     std::deque<uint64_t> m_retxFifo; // messages with retransmissions to send, served before first passes
     std::unordered_map<uint64_t, std::unique_ptr<RxMsg>> m_rx;   // by (src rank, msg_id)
 

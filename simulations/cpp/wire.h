@@ -41,20 +41,20 @@ SetField(uint8_t* h, uint32_t off, uint32_t size, uint32_t v)
 inline uint8_t
 PacketTypeOf(const uint8_t* h)
 {
-    return h[dlcp::OFF_VER_TYPE] & 0x0f;
+    return h[DLCP_OFF_VER_TYPE] & 0x0f;
 }
 
 inline uint8_t
 VersionOf(const uint8_t* h)
 {
-    return h[dlcp::OFF_VER_TYPE] >> 4;
+    return h[DLCP_OFF_VER_TYPE] >> 4;
 }
 
 /** The 40-byte DLCP header, serialized exactly as on the wire. */
 class DlcpHeader : public ns3::Header
 {
   public:
-    uint8_t bytes[dlcp::HEADER_SIZE] = {};
+    uint8_t bytes[DLCP_HEADER_BYTES] = {};
 
     static ns3::TypeId GetTypeId();
     ns3::TypeId GetInstanceTypeId() const override;
@@ -75,7 +75,7 @@ class DlcpHeader : public ns3::Header
 
     void SetType(uint8_t type)
     {
-        bytes[dlcp::OFF_VER_TYPE] = static_cast<uint8_t>((dlcp::VERSION << 4) | (type & 0x0f));
+        bytes[DLCP_OFF_VER_TYPE] = static_cast<uint8_t>((DLCP_VERSION << 4) | (type & 0x0f));
     }
 };
 

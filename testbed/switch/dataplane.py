@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from dlcp.p4 import names, p4info, sizes
-from dlcp.p4.build import COMMITTED_P4INFO
+from dlcp.p4.paths import COMMITTED_P4INFO
 from dlcp.testbed.switch import _dataplane as _c  # type: ignore[attr-defined]
 from dlcp.testbed.switch.config import DEFAULT_MAX_FRAME, PortConfig, SwitchConfig, burst_for
 from dlcp.testbed.switch.entries import (

@@ -11,7 +11,7 @@ from finsy import P4Schema
 from dlcp.controller import apply, counters, state
 from dlcp.controller.diff import canonical
 from dlcp.controller.model import mac_text
-from dlcp.p4.build import COMMITTED_P4INFO
+from dlcp.p4.paths import COMMITTED_P4INFO
 from dlcp.protocol import MessageKind, PacketType
 from dlcp.testbed.switch.p4rt.server import P4RuntimeServicer
 

@@ -19,7 +19,8 @@ import pytest
 from controller_support import PS_JOB, run
 
 from dlcp.controller import apply, counters, fabric
-from dlcp.p4 import build, tools
+from dlcp.p4 import paths
+from dlcp.testbed.toolchain import build, tools
 
 pytestmark = pytest.mark.bmv2
 GRPC_SWITCH = "simple_switch_grpc"
@@ -76,7 +77,7 @@ def bmv2(tmp_path: Path) -> Iterator[Bmv2]:
             err = proc.communicate(timeout=10)[1]
             raise RuntimeError(f"{GRPC_SWITCH} did not start: {err!r}")
         thrift = thrift_port if listening(thrift_port, 2, proc) else None
-        yield Bmv2(grpc_port, thrift, tmp_path / "v1model" / "dlcp.json")
+        yield Bmv2(grpc_port, thrift, paths.v1model_json(tmp_path))
     finally:
         proc.terminate()
         proc.wait(10)

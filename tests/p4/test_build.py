@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dlcp.p4 import build, p4info, tools
+from dlcp.p4 import p4info, paths
+from dlcp.testbed.toolchain import build, tools
 
 pytestmark = pytest.mark.p4c
 
@@ -26,14 +27,14 @@ def v1model(tmp_path_factory: pytest.TempPathFactory) -> build.StepResult:
 def test_v1model_compiles_without_warnings(v1model: build.StepResult) -> None:
     assert v1model.ok, v1model.output
     assert v1model.unexpected_warnings == [], "\n".join(v1model.unexpected_warnings)
-    # The one warning p4c-bm2-ss gives every table with an action selector (dlcp/p4/build.py).
+    # The one warning p4c-bm2-ss gives every table with an action selector (testbed/toolchain/build.py).
     assert len(v1model.warnings) <= 1 and all("DlcpIngress.ecmp.next_hops" in w for w in v1model.warnings)
     assert {a.name for a in v1model.artifacts} == {"dlcp.json", "dlcp.p4info.txtpb"}
 
 
 def test_committed_p4info_is_current(v1model: build.StepResult) -> None:
     fresh = next(a for a in v1model.artifacts if a.name == "dlcp.p4info.txtpb")
-    assert build.COMMITTED_P4INFO.read_text() == fresh.read_text(), "run `dlcp p4 build --update-p4info`"
+    assert paths.COMMITTED_P4INFO.read_text() == fresh.read_text(), "run `dlcp p4 build --update-p4info`"
     p4info.load(fresh)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dlcp.cli.main import main
-from dlcp.p4 import tools
+from dlcp.testbed.toolchain import tools
 
 
 def test_gen_checks_pass_on_the_committed_files(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,4 +1,4 @@
-"""The generated P4 constants match dlcp/protocol.py and dlcp/p4/sizes.py."""
+"""The generated constants (P4 and the one C header) match dlcp/protocol.py, dlcp/frames.py and dlcp/p4/sizes.py."""
 
 from __future__ import annotations
 
@@ -72,3 +72,37 @@ def test_the_hand_written_network_constants_of_p4_agree_with_dlcp_frames() -> No
     assert c["ETHERTYPE_IPV4"] == frames.ETHERTYPE_IPV4
     assert c["IPPROTO_UDP"] == frames.IPPROTO_UDP
     assert c["IPPROTO_TCP"] == frames.IPPROTO_TCP
+
+
+def _c_macros(text: str) -> dict[str, int]:
+    return {m[1]: int(m[2], 0) for m in re.finditer(r"^#define (\w+) (\d+)", text, re.M)}
+
+
+def test_one_c_header_with_the_p4_names() -> None:
+    """Every C and C++ target reads one header; the names it shares with constants.p4 carry the same values."""
+    c = _c_macros(gen_constants.render_c_header())
+    p4 = _consts(gen_constants.render_constants())
+    shared = set(c) & set(p4)
+    assert {"DLCP_UDP_PORT", "DLCP_HEADER_BYTES", "DLCP_TYPE_TRIMMED", "DLCP_NUM_PRIORITY_CLASSES"} <= shared
+    assert {n: c[n] for n in shared} == {n: p4[n] for n in shared}
+    for f in protocol.HEADER_FIELDS:
+        assert (c[f"DLCP_OFF_{f.name.upper()}"], c[f"DLCP_SIZE_{f.name.upper()}"]) == (f.offset, f.size)
+
+
+C_SOURCES = sorted(
+    p
+    for folder in ("testbed/switch", "simulations/cpp", "simulations/profile")
+    for p in (ROOT / folder).iterdir()
+    if p.suffix in (".c", ".h", ".cc") and p.name != gen_constants.C_HEADER
+)
+
+
+@pytest.mark.parametrize("path", C_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_c_sources_use_the_generated_names_only(path: Path) -> None:
+    """No C or C++ source re-defines a generated constant, and every ``DLCP_*`` name it uses is generated."""
+    text = path.read_text()
+    c = _c_macros(gen_constants.render_c_header())
+    defined = set(re.findall(r"#define (\w+)|constexpr \w+ (\w+) =", text))
+    assert not {n for pair in defined for n in pair} & set(c), "a generated constant typed again"
+    used = set(re.findall(r"\bDLCP_[A-Z0-9_]+\b", text)) - {n for pair in defined for n in pair}
+    assert used <= set(c), f"not in {gen_constants.C_HEADER}: {sorted(used - set(c))}"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dlcp.p4 import build, names, p4info
+from dlcp.p4 import names, p4info, paths
 from dlcp.p4.source_names import Program
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,9 +121,9 @@ def test_source_check_can_fail(program: Program) -> None:
 
 @pytest.fixture(scope="module")
 def committed() -> p4info.P4Info:
-    if not build.COMMITTED_P4INFO.exists():
-        pytest.fail(f"{build.COMMITTED_P4INFO} is missing: `dlcp p4 build --update-p4info` writes it (needs p4c)")
-    return p4info.load(build.COMMITTED_P4INFO)
+    if not paths.COMMITTED_P4INFO.exists():
+        pytest.fail(f"{paths.COMMITTED_P4INFO} is missing: `dlcp p4 build --update-p4info` writes it (needs p4c)")
+    return p4info.load(paths.COMMITTED_P4INFO)
 
 
 def test_committed_p4info_names_exist_in_both_sources(committed: p4info.P4Info, program: Program) -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dlcp.p4 import build, p4info, tofino_report, tools
+from dlcp.p4 import p4info, paths
+from dlcp.testbed.toolchain import build, tofino_report, tools
 
 
 def _compile(target: str, tmp_path_factory: pytest.TempPathFactory) -> build.StepResult:
@@ -51,7 +52,7 @@ def test_fits_with_room_to_spare(tofino: build.StepResult) -> None:
 
 def test_same_names_as_the_v1model_p4info(tofino: build.StepResult) -> None:
     """One controller drives both targets: every name it may use is in the Tofino P4Info too."""
-    v1 = p4info.load(build.COMMITTED_P4INFO)
+    v1 = p4info.load(paths.COMMITTED_P4INFO)
     tna = p4info.load(next(a for a in tofino.artifacts if a.name == "dlcp.p4info.txtpb"))
     tables = {_without_pipe(n): t for n, t in tna.tables.items()}
     for name, table in v1.tables.items():

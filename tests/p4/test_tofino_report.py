@@ -1,4 +1,4 @@
-"""Reading the Tofino compiler's reports (dlcp.p4.tofino_report), without the compiler.
+"""Reading the Tofino compiler's reports (dlcp.testbed.toolchain.tofino_report), without the compiler.
 
 What is tested here is the reader's own logic and its errors, and its reading of
 real reports: ``fixtures/tofino-9.13.4`` holds, from one compile of
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from dlcp.p4 import tofino_report
-from dlcp.p4.tofino_report import Report, ReportError, Resource
+from dlcp.testbed.toolchain import tofino_report
+from dlcp.testbed.toolchain.tofino_report import Report, ReportError, Resource
 
 
 def _report(ingress: tuple[int, ...], egress: tuple[int, ...]) -> Report:

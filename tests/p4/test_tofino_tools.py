@@ -1,4 +1,5 @@
-"""Finding the Tofino compiler (dlcp.p4.tools): bf-p4c, or a p4c with p4c-barefoot beside it, never plain p4c.
+"""Finding the Tofino compiler (dlcp.testbed.toolchain.tools): bf-p4c, or a p4c with p4c-barefoot beside it,
+never plain p4c.
 
 Fake executables only: nothing here runs a compiler.
 """
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dlcp.cli.main import main
-from dlcp.p4 import tools
+from dlcp.testbed.toolchain import tools
 
 
 def _exe(folder: Path, name: str) -> Path:

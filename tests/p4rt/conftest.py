@@ -8,7 +8,7 @@ import pytest
 from finsy import P4Schema
 from p4rt_support import RawClient, RecordingBackend, Stream, dlcp_config
 
-from dlcp.p4.build import COMMITTED_P4INFO
+from dlcp.p4.paths import COMMITTED_P4INFO
 from dlcp.testbed.switch.p4rt.server import P4RuntimeServer, start_server
 
 

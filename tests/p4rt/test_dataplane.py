@@ -18,7 +18,7 @@ import pytest
 from p4rt_support import MACS
 
 from dlcp.p4 import vectors
-from dlcp.p4.build import COMMITTED_P4INFO
+from dlcp.p4.paths import COMMITTED_P4INFO
 from dlcp.testbed.switch.config import PortConfig
 from dlcp.testbed.switch.dataplane import DataPlane
 from dlcp.testbed.switch.p4rt.server import P4RuntimeServer, start_server

@@ -9,7 +9,7 @@ import finsy as fy
 import pytest
 from p4rt_support import MACS, RecordingBackend, member
 
-from dlcp.p4.build import COMMITTED_P4INFO
+from dlcp.p4.paths import COMMITTED_P4INFO
 from dlcp.testbed.switch.p4rt.server import P4RuntimeServer
 
 BLOB = b"dlcp-software-switch"

@@ -11,7 +11,7 @@ import pytest
 from finsy.proto import p4r
 from p4rt_support import RawClient, RecordingBackend
 
-from dlcp.p4.build import COMMITTED_P4INFO
+from dlcp.p4.paths import COMMITTED_P4INFO
 from dlcp.testbed.switch.p4rt import shell
 from dlcp.testbed.switch.p4rt.server import P4RuntimeServer
 

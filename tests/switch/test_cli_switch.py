@@ -165,7 +165,7 @@ CONTROLLER = """
 import sys
 import finsy as fy
 from p4rt_support import RawClient, Stream, dlcp_config, member, route, update, INSERT
-from dlcp.p4.build import COMMITTED_P4INFO
+from dlcp.p4.paths import COMMITTED_P4INFO
 schema = fy.P4Schema(COMMITTED_P4INFO)
 raw = RawClient(int(sys.argv[1]), device_id=9)
 stream = Stream(raw)

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from testbed_support import dlcp, namespaces_of, star, unique_name
 
-from dlcp.p4 import tools
 from dlcp.testbed import layout, probe, spec, traffic
 from dlcp.testbed.jobs import new_folder, run_job, train_command
 from dlcp.testbed.lifecycle import SIMPLE_SWITCH_GRPC
 from dlcp.testbed.lifecycle import Testbed as Fabric
 from dlcp.testbed.spec import TrafficSettings
+from dlcp.testbed.toolchain import tools
 
 pytestmark = pytest.mark.root
 

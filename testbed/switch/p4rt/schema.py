@@ -161,7 +161,7 @@ def load_text(path: Path) -> p4i.P4Info:
 
 def dlcp_p4info() -> p4i.P4Info:
     """The committed P4Info of DLCP's v1model program, the only one this switch runs."""
-    from dlcp.p4.build import COMMITTED_P4INFO
+    from dlcp.p4.paths import COMMITTED_P4INFO
 
     return load_text(COMMITTED_P4INFO)
 

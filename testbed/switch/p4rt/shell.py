@@ -19,13 +19,12 @@ from pathlib import Path
 import grpc
 from finsy.proto import p4r, p4r_grpc
 
-from dlcp.p4.build import COMMITTED_P4INFO, DEFAULT_OUT, ROOT
+from dlcp.p4.paths import BMV2_JSON, COMMITTED_P4INFO, ROOT
 
 log = logging.getLogger(__name__)
 
 SHELL_VENV = ROOT / ".venv-p4rt-shell"
 SHELL_PYTHON = SHELL_VENV / "bin" / "python"
-BMV2_JSON = DEFAULT_OUT / "v1model" / "dlcp.json"
 DEFAULT_ELECTION_ID = (0, 1)
 """(high, low). Low on purpose: with a controller connected the shell is a read-only backup."""
 

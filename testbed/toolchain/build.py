@@ -1,9 +1,10 @@
 """Compiling the P4 programs: p4c-bm2-ss for v1model, p4test for TNA, the Tofino compiler when present.
 
-Outputs go to a build folder (``build/p4/`` by default, never committed). The
-v1model P4Info is also committed as ``p4src/v1model/dlcp.p4info.txtpb``;
+Outputs go to a build folder (``build/p4/`` by default, never committed), at the
+paths :mod:`dlcp.p4.paths` names. The v1model P4Info is also committed as
+``p4src/v1model/dlcp.p4info.txtpb``;
 :func:`refresh_p4info` copies a fresh one there. The Tofino compiler's
-resource reports are read by :mod:`dlcp.p4.tofino_report`.
+resource reports are read by :mod:`dlcp.testbed.toolchain.tofino_report`.
 """
 
 from __future__ import annotations
@@ -15,17 +16,11 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlcp.p4 import tofino_report, tools
+from dlcp.p4 import paths
+from dlcp.testbed.toolchain import tofino_report, tools
 
 log = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parents[2]
-"""The repository root (``dlcp/p4/build.py`` is two folders down)."""
-P4SRC = ROOT / "p4src"
-V1MODEL_PROGRAM = P4SRC / "v1model" / "dlcp.p4"
-TNA_PROGRAM = P4SRC / "tna" / "dlcp.p4"
-COMMITTED_P4INFO = P4SRC / "v1model" / "dlcp.p4info.txtpb"
-DEFAULT_OUT = ROOT / "build" / "p4"
 
 TOFINO_TARGETS = {"tofino": ("tofino", "tna"), "tofino2": ("tofino2", "t2na")}
 """``--target`` of the Tofino compiler -> (its ``--target``, its ``--arch``), for p4src/tna/dlcp.p4."""
@@ -102,18 +97,17 @@ def _run(target: str, tool: str, args: list[str], artifacts: list[Path], exe: Pa
         return StepResult(target, tool, [tool, *args], None, skipped=tools.missing_reason(tool))
     cmd = [str(exe), *args]
     log.info("running %s", " ".join(cmd))
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=paths.ROOT)
     out = (proc.stdout + proc.stderr).strip()
     return StepResult(target, tool, cmd, proc.returncode, out, artifacts=[a for a in artifacts if a.exists()])
 
 
-def build_v1model(out: Path = DEFAULT_OUT) -> StepResult:
+def build_v1model(out: Path = paths.DEFAULT_OUT) -> StepResult:
     """``p4c-bm2-ss`` → ``<out>/v1model/dlcp.json`` and ``dlcp.p4info.txtpb``."""
-    d = out / "v1model"
-    d.mkdir(parents=True, exist_ok=True)
-    json_out, p4info = d / "dlcp.json", d / "dlcp.p4info.txtpb"
+    paths.target_dir("v1model", out).mkdir(parents=True, exist_ok=True)
+    json_out, p4info = paths.v1model_json(out), paths.p4info("v1model", out)
     args = ["--std", "p4-16", "--arch", "v1model", "-o", str(json_out), "--p4runtime-files", str(p4info)]
-    return _run("v1model", tools.P4C_BM2_SS, [*args, str(V1MODEL_PROGRAM)], [json_out, p4info])
+    return _run("v1model", tools.P4C_BM2_SS, [*args, str(paths.V1MODEL_PROGRAM)], [json_out, p4info])
 
 
 def missing(targets: tuple[str, ...] = TARGETS) -> list[str]:
@@ -133,7 +127,7 @@ def missing(targets: tuple[str, ...] = TARGETS) -> list[str]:
     return why
 
 
-def check_tna(out: Path = DEFAULT_OUT, chip: int = 1) -> StepResult:
+def check_tna(out: Path = paths.DEFAULT_OUT, chip: int = 1) -> StepResult:
     """p4c's front and mid end (``p4test``) on the TNA program, with Tofino's includes.
 
     ``chip`` is what the Tofino driver sets ``__TARGET_TOFINO__`` to: 1 (``tna.p4``) or 2 (``t2na.p4``).
@@ -141,9 +135,8 @@ def check_tna(out: Path = DEFAULT_OUT, chip: int = 1) -> StepResult:
     inc = tools.tna_include_dir()
     if inc is None and tools.find(tools.P4TEST) is not None:
         return StepResult("tna", tools.P4TEST, [tools.P4TEST], None, skipped=TNA_INCLUDE_MISSING)
-    d = out / "tna"
-    d.mkdir(parents=True, exist_ok=True)
-    args = ["--std", "p4-16", f"-D__TARGET_TOFINO__={chip}", "-I", str(inc), str(TNA_PROGRAM)]
+    paths.target_dir("tna", out).mkdir(parents=True, exist_ok=True)
+    args = ["--std", "p4-16", f"-D__TARGET_TOFINO__={chip}", "-I", str(inc), str(paths.TNA_PROGRAM)]
     return _run("tna", tools.P4TEST, args, [])
 
 
@@ -157,23 +150,23 @@ def tofino_command(target: str, out: Path, driver: Path) -> list[str]:
     """
     chip, arch = TOFINO_TARGETS[target]
     return [
-        str(driver), "--target", chip, "--arch", arch, "-g", "-I", str(P4SRC), "-o", str(out),
-        "--p4runtime-files", str(out / "dlcp.p4info.txtpb"), "--p4runtime-force-std-externs",
-        str(TNA_PROGRAM),
+        str(driver), "--target", chip, "--arch", arch, "-g", "-I", str(paths.P4SRC), "-o", str(out),
+        "--p4runtime-files", str(out / paths.P4INFO_NAME), "--p4runtime-force-std-externs",
+        str(paths.TNA_PROGRAM),
     ]  # fmt: skip
 
 
-def build_tofino(target: str = "tofino", out: Path = DEFAULT_OUT) -> StepResult:
+def build_tofino(target: str = "tofino", out: Path = paths.DEFAULT_OUT) -> StepResult:
     """The Tofino compiler (``bf-p4c``, or p4c's ``p4c`` with ``p4c-barefoot``) on the TNA program."""
     compiler = tools.find_tofino_compiler()
     if compiler is None:
         return StepResult(target, tools.TOFINO_COMPILER, [], None, skipped=tools.tofino_missing_reason())
-    d = out / target
+    d = paths.target_dir(target, out)
     if d.exists():
         shutil.rmtree(d)  # a report left from an earlier run must not pass for this one's
     d.mkdir(parents=True)
     cmd = tofino_command(target, d, compiler.driver)
-    result = _run(target, compiler.driver.name, cmd[1:], [d / "dlcp.p4info.txtpb"], exe=compiler.driver)
+    result = _run(target, compiler.driver.name, cmd[1:], [paths.p4info(target, out)], exe=compiler.driver)
     if result.returncode == 0:
         result.artifacts += [a for a in tofino_report.artifacts(d) if a not in result.artifacts]
         try:
@@ -183,7 +176,7 @@ def build_tofino(target: str = "tofino", out: Path = DEFAULT_OUT) -> StepResult:
     return result
 
 
-def build(targets: tuple[str, ...] = ALL, out: Path = DEFAULT_OUT) -> list[StepResult]:
+def build(targets: tuple[str, ...] = ALL, out: Path = paths.DEFAULT_OUT) -> list[StepResult]:
     results = []
     if "v1model" in targets:
         results.append(build_v1model(out))
@@ -200,8 +193,8 @@ def refresh_p4info(result: StepResult) -> bool:
     fresh = next((a for a in result.artifacts if a.name.endswith(".p4info.txtpb")), None)
     if not result.ok or fresh is None:
         raise ValueError("no P4Info to copy: the v1model build did not succeed")
-    if COMMITTED_P4INFO.exists() and COMMITTED_P4INFO.read_text() == fresh.read_text():
+    if paths.COMMITTED_P4INFO.exists() and paths.COMMITTED_P4INFO.read_text() == fresh.read_text():
         return False
-    shutil.copyfile(fresh, COMMITTED_P4INFO)
-    log.info("updated %s", COMMITTED_P4INFO)
+    shutil.copyfile(fresh, paths.COMMITTED_P4INFO)
+    log.info("updated %s", paths.COMMITTED_P4INFO)
     return True

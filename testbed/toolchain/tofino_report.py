@@ -9,7 +9,7 @@
 
 ``<pipe>`` is the folder of each pipeline the compiler lists in ``manifest.json``
 (DLCP's program has one, ``pipe``). The compiler's command is in
-:func:`dlcp.p4.build.tofino_command`.
+:func:`dlcp.testbed.toolchain.build.tofino_command`.
 """
 
 from __future__ import annotations
