@@ -62,6 +62,27 @@ SCENARIOS: dict[str, tuple[Scenario, tuple[Way, ...]]] = {
 DEFAULT_SCENARIOS = ("incast", "loss", "leaf-spine")
 """What a plain ``dlcp testbed bench`` runs (``--scenario`` names one; ``loss-200mbit`` only when named)."""
 
+SWITCHES = ("dlcp", "bmv2")
+RATE_PROFILES = ("full", "bmv2")
+"""``full``: the scenarios as above. ``bmv2``: the same scenarios at link rates BMv2 carries (:data:`BMV2_RATES`)."""
+
+BMV2_RATES: dict[str, dict[str, Any]] = {
+    "incast": {"host_rate": "200mbit", "bottleneck_rate": "40mbit", "bottleneck_buffer": "64KiB", "incast": 1},
+    "leaf-spine": {"host_rate": "100mbit", "fabric_rate": "20mbit", "fabric_buffer": "64KiB"},
+}
+"""The scenarios BMv2 can run, at rates it carries: a fifth of the full rates (a tenth on the leaf-spine, whose
+packets cross three switches). BMv2 ``simple_switch_grpc`` forwards 4,000-23,000 packets/s on this machine, all of
+its switches together; a 9 KB frame at 4,000 packets/s is 288 Mbit/s. The star's three ranks then move at most
+3 x 40 Mbit/s through its one switch (about 1,700 jumbo frames/s, TCP's acknowledgements on top), and the
+leaf-spine's four at most 4 x 20 Mbit/s, each frame forwarded three times (about 3,300 frames/s): within what BMv2
+forwards, so the links, not BMv2, are the bottleneck. One incast sender instead of three: three 128 kB bursts every
+50 ms (61 Mbit/s) would exceed a 40 Mbit/s link on their own, one (20 Mbit/s) takes half of it, as three took a
+third of 200 Mbit/s. Buffers: 64 KiB (13 ms at 40 Mbit/s, seven 9 KB frames). The loss scenarios have no BMv2
+rates: BMv2 cannot drop at random."""
+BMV2_MODEL = "mlp"
+"""The model at BMv2 rates: ~50k parameters, 200 kB of gradients per iteration (one DDP bucket), so an iteration's
+exchange takes 50-100 ms at 20-40 Mbit/s, as ``mlp-wide``'s 2.4 MB does at 200 Mbit/s-1 Gbit/s."""
+
 _OFF = {
     f"p99_dlcp_{m}_vs_off": Goal("<", 1.0, "below 1 (full DLCP's p99 below the switch-off p99)") for m in ("ring", "ps")
 }
@@ -84,11 +105,30 @@ GOALS: dict[str, dict[str, Goal]] = {
 """Per scenario, ratio name -> goal. A goal holds when it holds in two thirds of the repeats measured (2 of 3)."""
 
 
-def scenario_named(name: str) -> tuple[Scenario, tuple[Way, ...]]:
-    """The scenario ``name`` and its ways; :class:`ValueError` naming the choices for any other name."""
+def scenario_named(name: str, rates: str = "full", switch: str = "dlcp") -> tuple[Scenario, tuple[Way, ...]]:
+    """The scenario ``name`` at the ``rates`` profile on ``switch``, and its ways; :class:`ValueError` naming the
+    choices for any other name, profile or switch, or a scenario that profile has no rates for."""
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}: the bench knows {', '.join(SCENARIOS)}")
-    return SCENARIOS[name]
+    if rates not in RATE_PROFILES:
+        raise ValueError(f"unknown rates {rates!r}: the bench knows {', '.join(RATE_PROFILES)}")
+    if switch not in SWITCHES:
+        raise ValueError(f"unknown switch {switch!r}: the bench knows {', '.join(SWITCHES)}")
+    if switch == "bmv2" and rates != "bmv2":
+        raise ValueError(f"--switch bmv2 runs at --rates bmv2 only: at {rates} rates BMv2, not the links, would be "
+                         "the bottleneck")  # fmt: skip
+    scenario, ways = SCENARIOS[name]
+    if rates == "bmv2":
+        if name not in BMV2_RATES:
+            raise ValueError(f"scenario {name!r} has no BMv2 rates: BMv2 cannot drop at random (the bench at "
+                             f"--rates bmv2 knows {', '.join(BMV2_RATES)})")  # fmt: skip
+        scenario = dataclasses.replace(scenario, **BMV2_RATES[name])
+    return dataclasses.replace(scenario, switch=switch), ways
+
+
+def default_scenarios(rates: str) -> tuple[str, ...]:
+    """What the bench runs unless ``--scenario`` says: at BMv2 rates, every scenario that has them."""
+    return tuple(BMV2_RATES) if rates == "bmv2" else DEFAULT_SCENARIOS
 
 
 def summary(name: str, runs: dict[str, list[dict[str, Any] | None]], names: dict[str, str]) -> dict[str, Any]:
@@ -101,6 +141,16 @@ def summary(name: str, runs: dict[str, list[dict[str, Any] | None]], names: dict
     }
 
 
+def links_text(s: Scenario) -> str:
+    """The scenario's link rates in words: hosts, and the bottleneck (to h1, or between leaves and spines)."""
+    out = f"hosts {s.host_rate}"
+    if s.bottleneck_rate:
+        out += f", h1 {s.bottleneck_rate} ({s.bottleneck_buffer})"
+    if s.fabric_rate:
+        out += f", leaf-spine {s.fabric_rate} ({s.fabric_buffer})"
+    return out
+
+
 def run(
     cfg: TrainConfig,
     folder: Path,
@@ -108,14 +158,17 @@ def run(
     repeat: int,
     scenarios: tuple[str, ...] = DEFAULT_SCENARIOS,
     extra_gloo_ps: bool = False,
+    switch: str = "dlcp",
+    rates: str = "full",
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the scenarios; the report's ``failed`` lists every run in which a rank failed (the others are kept)."""
+    """Run the scenarios (on ``switch``, at the ``rates`` profile); the report's ``failed`` lists every run in which
+    a rank failed (the others are kept)."""
     say = progress or (lambda text: None)
-    chosen = {name: scenario_named(name) for name in scenarios}
+    chosen = {name: scenario_named(name, rates, switch) for name in scenarios}
     report: dict[str, Any] = {
         "config": {"model": cfg.model, "samples": cfg.train_samples, "epochs": cfg.epochs, "loss_bound": cfg.loss_bound,
-                   "eval_every": cfg.eval_every, "repeat": repeat},
+                   "eval_every": cfg.eval_every, "repeat": repeat, "switch": switch, "rates": rates},
         "scenarios": {}, "ratios": [], "runs": {}, "failed": [], "folder": str(folder),
     }  # fmt: skip
     for name, (scenario, ways) in chosen.items():
@@ -133,7 +186,7 @@ def run(
         doc = summary(name, turns.runs, turns.names)
         report["scenarios"][name] = {
             "workers": scenario.worker_hosts, "topology": scenario.topology, "best_mode": doc["best_mode"],
-            "missing": doc["missing"],
+            "missing": doc["missing"], "switch": scenario.switch, "links": links_text(scenario),
         }  # fmt: skip
         report["ratios"] += doc["ratios"]
         report["failed"] += [{"scenario": name, **f} for f in turns.failures]
