@@ -63,6 +63,9 @@ class TrainConfig:
     the iteration after each measurement is left out of the iteration-time statistics (the others waited)."""
     eval_samples: int = 512
     """Test samples of each measurement during training (at most the test set)."""
+    device: str = "cpu"
+    """``cuda``: the model and its gradients on a CUDA device (rank r on device r modulo the devices), DLCP's
+    hook copying each bucket through pinned host memory (:mod:`dlcp.host.shim.torch`)."""
 
     def __post_init__(self) -> None:
         checks.at_least("--workers", self.workers, 1)
@@ -87,11 +90,30 @@ class TrainConfig:
             checks.fraction("pull_bound", self.pull_bound)
         checks.at_least("--eval-every", self.eval_every, 0)
         checks.at_least("eval_samples", self.eval_samples, 1)
+        checks.one_of("--device", self.device, ("cpu", "cuda"))
+        if self.device == "cuda":
+            if self.backend == "gloo" and self.mode == "ps":
+                raise checks.BadValue("--device", self.device, "the PS over gloo's send/recv runs on CPU tensors only")
+            why = cuda_missing()
+            if why:
+                raise checks.BadValue("--device", self.device, why)
 
     @property
     def iterations(self) -> int:
         """Training iterations: whole global batches per epoch, times the epochs."""
         return self.epochs * (self.train_samples // (self.workers * self.batch_size))
+
+
+def cuda_missing() -> str | None:
+    """Why ``--device cuda`` cannot run here, or None."""
+    import torch
+
+    if not torch.cuda.is_available():
+        build = (
+            "a CPU-only build of torch" if torch.version.cuda is None else f"torch built for CUDA {torch.version.cuda}"
+        )
+        return f"CUDA is not available here ({build}, torch.cuda.is_available() is False)"
+    return None
 
 
 WARMUP_ITERATIONS = 2
@@ -202,8 +224,13 @@ def _rank_main(
         store = dist.PrefixStore(where.store_scope, store)
     dist.init_process_group("gloo", store=dist.PrefixStore("gloo", store), rank=rank, world_size=world)
     x_tr, y_tr, x_te, y_te = make_task(cfg.seed, cfg.train_samples, cfg.test_samples)
-    model = make_model(cfg.model, cfg.seed)
-    ddp = DDP(model)
+    if cfg.device == "cuda":
+        device = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    model = make_model(cfg.model, cfg.seed).to(device)
+    ddp = DDP(model) if device.type == "cpu" else DDP(model, device_ids=[device.index])
     state = None
     session = None
     timeline = Timeline()
@@ -240,11 +267,11 @@ def _rank_main(
     times: list[float] = []
     skipped: list[int] = []
     curve: list[tuple[float, int, float]] = []
-    x_eval, y_eval = torch.from_numpy(x_te[: cfg.eval_samples]), y_te[: cfg.eval_samples]
+    x_eval, y_eval = torch.from_numpy(x_te[: cfg.eval_samples]).to(device), y_te[: cfg.eval_samples]
 
     def accuracy_now() -> float:
         with torch.no_grad():
-            return float((model(x_eval).argmax(dim=1).numpy() == y_eval).mean())
+            return float((model(x_eval).argmax(dim=1).cpu().numpy() == y_eval).mean())
 
     # Everything built so far (torch's modules, the model, the task, the session) lives as long as the run:
     # frozen, a full collection walks only what the iterations allocate. Unfrozen, one took 16-90 ms here,
@@ -260,7 +287,7 @@ def _rank_main(
         order = rng.permutation(cfg.train_samples)
         for step in range(steps):
             idx = order[step * global_batch + rank * cfg.batch_size : step * global_batch + (rank + 1) * cfg.batch_size]
-            xb, yb = torch.from_numpy(x_tr[idx]), torch.from_numpy(y_tr[idx])
+            xb, yb = torch.from_numpy(x_tr[idx]).to(device), torch.from_numpy(y_tr[idx]).to(device)
             start, t_start = time.perf_counter(), time.monotonic()
             opt.zero_grad()
             objective = lossf(ddp(xb), yb)
@@ -268,6 +295,8 @@ def _rank_main(
             objective.backward()
             t_bwd = time.monotonic()
             opt.step()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)  # the iteration's time includes its kernels
             times.append(time.perf_counter() - start)
             timeline.at("iter", t_start, t_fwd, t_bwd, time.monotonic(), time.process_time())
             if cfg.eval_every and len(times) % cfg.eval_every == 0:
@@ -279,20 +308,20 @@ def _rank_main(
     dlcp_sent = (DLCPCounters.of(session.endpoint) if session is not None else DLCPCounters()) - dlcp_before
 
     def sample() -> np.ndarray:
-        flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
+        flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu().numpy()
         return flat[:: max(1, flat.size // 50_000)].copy()
 
     before_resync = sample()
     if state is not None and cfg.mode == "ps":
         state.resync(model)  # lossy pulls may leave replicas apart: end identical
     with torch.no_grad():
-        pred = model(torch.from_numpy(x_te)).argmax(dim=1).numpy()
+        pred = model(torch.from_numpy(x_te).to(device)).argmax(dim=1).cpu().numpy()
     accuracy = float((pred == y_te).mean())
     if rank == 0 and cfg.eval_every:
         # The curve ends at the reported final accuracy (the full test set), so that a time to
         # target read from it never says "never" for a run that finished above the target.
         curve.append((train_s, len(times), accuracy))
-    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu().numpy()
     digest = float(np.sum(flat.astype(np.float64) * np.arange(1, flat.size + 1) % 997))
     out: dict[str, Any] = {
         "rank": rank, "times": times, "skipped": skipped, "accuracy": accuracy, "accuracy_curve": curve,
