@@ -10,7 +10,10 @@ class), read over P4Runtime by DLCP's controller (``dlcp controller stats``, run
 in the switches' namespace, where their gRPC servers listen); each port's
 received frames from its interface's kernel counters; and, where the kernel
 carries out the links' rates (:mod:`dlcp.testbed.shaping`), the drops of the
-port's kernel queue (``queue_dropped``: not by class).
+port's kernel queue (``queue_dropped``: not by class). ``sent`` is what BMv2's
+pipeline forwarded, before that queue. What its ports received and its pipeline
+neither forwarded nor dropped was lost at its input, where the switch could not
+keep up (``input_lost``: per switch, counted in neither ``dropped`` nor a port).
 """
 
 from __future__ import annotations
@@ -89,16 +92,23 @@ def bmv2_docs(state: FabricState) -> dict[str, Any]:
                 "stats": {"rx": kernel.get(ifname, 0), "rx_dropped": {}, "classes": classes,
                           "queue_dropped": queue_drops.get(ifname, 0)},
             }  # fmt: skip
+        forwarded = dropped = 0
         for c in cells:
             if c["switch"] != name or str(c["port"]) not in ports:
                 continue
+            forwarded += c["forwarded"]["packets"]
+            dropped += c["dropped"]["packets"]
             cls = ports[str(c["port"])]["stats"]["classes"][c["queue"]]
             cls["sent"] += c["forwarded"]["packets"]
             cls["sent_bytes"] += c["forwarded"]["bytes"]
             if c["dropped"]["packets"]:
                 cls["dropped"]["p4"] = c["dropped"]["packets"]
             cls["trimmed"] += c["trimmed"]["packets"]
-        out[name] = {"source": "bmv2: P4 counters, interface counters, kernel queues", "ports": ports}
+        received = sum(p["stats"]["rx"] for p in ports.values())
+        out[name] = {
+            "source": "bmv2: P4 counters, interface counters, kernel queues", "ports": ports,
+            "input_lost": received - forwarded - dropped,
+        }  # fmt: skip
     return out
 
 
@@ -126,11 +136,13 @@ def summary(docs: dict[str, Any]) -> dict[str, Any]:
     drops_by_class: dict[int, int] = {}
     trims_by_class: dict[int, int] = {}
     unclassed = 0
+    input_lost = 0
     for name, doc in docs.items():
         if "error" in doc:
             switches[name] = {"error": doc["error"]}
             continue
         switches[name] = port_totals(doc)
+        input_lost += int(doc.get("input_lost", 0))
         for p in doc["ports"].values():
             unclassed += int(p["stats"].get("queue_dropped", 0))
             for q, c in enumerate(p["stats"]["classes"]):
@@ -140,6 +152,7 @@ def summary(docs: dict[str, Any]) -> dict[str, Any]:
         "switches": switches,
         "dropped": sum(drops_by_class.values()) + unclassed,
         "queue_dropped": unclassed,
+        "input_lost": input_lost,
         "trimmed": sum(trims_by_class.values()),
         "dropped_by_class": drops_by_class,
         "trimmed_by_class": trims_by_class,

@@ -26,6 +26,7 @@ from dlcp.host.train import TrainConfig, summarize
 from dlcp.testbed import spec as spec_mod
 from dlcp.testbed.jobs import WorkerFailed, cpu_snapshot, run_job, train_command
 from dlcp.testbed.lifecycle import Testbed, python_argv
+from dlcp.testbed.spec import INCAST_BYTES
 from dlcp.testbed.state import ProcessRecord, start_ticks
 from dlcp.testbed.tomlout import dumps
 
@@ -101,6 +102,8 @@ class Scenario:
     background_host: bool = True
     traffic_load: float = 0.2
     incast: int = 3
+    incast_bytes: int = INCAST_BYTES
+    """What each incast sender sends per burst (every 50 ms)."""
     cdf: str = "web-search"
     seed: int = 0
     loss_bound: float = 0.01
@@ -173,6 +176,8 @@ class Scenario:
             "topology": self.topology_doc(),
             "job": jobs,
         }  # fmt: skip
+        if self.incast_bytes != INCAST_BYTES:
+            doc["testbed"]["traffic"]["incast_bytes"] = self.incast_bytes
         if links:
             doc["link"] = links
         return doc

@@ -11,7 +11,7 @@ standard flow-size distributions:
 
 Sizes are capped at :data:`MAX_FLOW_BYTES` (the testbed's links are emulated
 by one machine; the cap is reported). Incast: every :data:`INCAST_PERIOD_S`,
-``incast`` senders each send :data:`INCAST_BYTES` over UDP at once to one of the
+``incast`` senders each send ``incast_bytes`` (:data:`INCAST_BYTES` by default) over UDP at once to one of the
 job's parameter servers, the pattern that fills a server's port.
 
 Everything runs in one process: sockets are opened inside the hosts'
@@ -36,6 +36,7 @@ import numpy as np
 
 from dlcp.testbed import layout
 from dlcp.testbed.probe import inside
+from dlcp.testbed.spec import INCAST_BYTES as INCAST_BYTES
 from dlcp.testbed.spec import TestbedSpec, TrafficSettings
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,6 @@ TCP_PORT = 5201
 UDP_PORT = 5202
 UDP_PAYLOAD = 1400
 INCAST_PERIOD_S = 0.05
-INCAST_BYTES = 128_000
 UDP_FLOW_RATE_SHARE = 0.5
 """A UDP flow is paced at this share of the bottleneck's rate."""
 
@@ -235,7 +235,7 @@ class Generator:
                 target = self.rng.choice(targets)
                 senders = [self.rng.choice(senders_pool) for _ in range(self.s.incast)]
                 for h in senders:
-                    for _ in range(INCAST_BYTES // UDP_PAYLOAD):
+                    for _ in range(max(1, self.s.incast_bytes // UDP_PAYLOAD)):
                         with contextlib.suppress(BlockingIOError, OSError):
                             socks[h].sendto(payload, (self.ip(target), UDP_PORT))
                             self.report.incast_bytes += UDP_PAYLOAD

@@ -342,7 +342,12 @@ def test_bmv2_rates_scale_the_scenarios_and_refuse_what_bmv2_cannot_run(tmp_path
         assert s.settings.switch == "bmv2"
         assert max(link.rate_bps or 0 for link in s.fabric.links.values()) <= 200_000_000
     incast, _ = bench.scenario_named("incast", "bmv2", "bmv2")
-    assert (incast.bottleneck_rate, incast.incast) == ("40mbit", 1)
+    assert (incast.bottleneck_rate, incast.incast, incast.incast_bytes) == ("10mbit", 1, 16_000)
+    # The smaller incast bursts reach the traffic generator through the fabric file; the full-rate file is unchanged.
+    assert spec_mod.load(incast.write(tmp_path), switch="bmv2").settings.traffic.incast_bytes == 16_000
+    full_incast, _ = bench.scenario_named("incast")
+    assert "incast_bytes" not in full_incast.fabric_doc()["testbed"]["traffic"]
+    assert spec_mod.load(full_incast.write(tmp_path)).settings.traffic.incast_bytes == 128_000
     for name in ("loss", "loss-200mbit"):
         with pytest.raises(ValueError, match=f"scenario '{name}' has no BMv2 rates: BMv2 cannot drop at random"):
             bench.scenario_named(name, "bmv2", "bmv2")

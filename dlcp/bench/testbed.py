@@ -67,21 +67,23 @@ RATE_PROFILES = ("full", "bmv2")
 """``full``: the scenarios as above. ``bmv2``: the same scenarios at link rates BMv2 carries (:data:`BMV2_RATES`)."""
 
 BMV2_RATES: dict[str, dict[str, Any]] = {
-    "incast": {"host_rate": "200mbit", "bottleneck_rate": "40mbit", "bottleneck_buffer": "64KiB", "incast": 1},
-    "leaf-spine": {"host_rate": "100mbit", "fabric_rate": "20mbit", "fabric_buffer": "64KiB"},
-}
-"""The scenarios BMv2 can run, at rates it carries: a fifth of the full rates (a tenth on the leaf-spine, whose
-packets cross three switches). BMv2 ``simple_switch_grpc`` forwards 4,000-23,000 packets/s on this machine, all of
-its switches together; a 9 KB frame at 4,000 packets/s is 288 Mbit/s. The star's three ranks then move at most
-3 x 40 Mbit/s through its one switch (about 1,700 jumbo frames/s, TCP's acknowledgements on top), and the
-leaf-spine's four at most 4 x 20 Mbit/s, each frame forwarded three times (about 3,300 frames/s): within what BMv2
-forwards, so the links, not BMv2, are the bottleneck. One incast sender instead of three: three 128 kB bursts every
-50 ms (61 Mbit/s) would exceed a 40 Mbit/s link on their own, one (20 Mbit/s) takes half of it, as three took a
-third of 200 Mbit/s. Buffers: 64 KiB (13 ms at 40 Mbit/s, seven 9 KB frames). The loss scenarios have no BMv2
-rates: BMv2 cannot drop at random."""
+    "incast": {"host_rate": "50mbit", "bottleneck_rate": "10mbit", "bottleneck_buffer": "64KiB", "incast": 1,
+               "incast_bytes": 16_000},
+    "leaf-spine": {"host_rate": "50mbit", "fabric_rate": "10mbit", "fabric_buffer": "64KiB"},
+}  # fmt: skip
+"""The scenarios BMv2 can run, at rates it carries: a twentieth of the full rates. BMv2 ``simple_switch_grpc``
+forwards a few thousand packets/s on an idle core; in the bench it shares the 2 cores with three or four ranks and
+the background traffic, and at 40 Mbit/s to h1 (and 200 Mbit/s hosts, 1,700 incast datagrams/s) it received 2,000-
+3,000 frames/s and lost a third to half of them at its input (``input_lost``), the bottleneck instead of the
+links. At 10 Mbit/s a rank sends about 140 frames of 9 KB per second: the star's BMv2 gets about 900 frames/s with
+gloo's acknowledgements, and each leaf-spine switch 300-600. Incast: one sender of 16 kB (11 datagrams) every
+50 ms, 26% of the 10 Mbit/s link, as three senders of 128 kB take 31% of 200 Mbit/s. Buffers: 64 KiB (52 ms at
+10 Mbit/s, seven 9 KB frames, room for a paced burst). The loss scenarios have no BMv2 rates: BMv2 cannot drop at
+random."""
 BMV2_MODEL = "mlp"
-"""The model at BMv2 rates: ~50k parameters, 200 kB of gradients per iteration (one DDP bucket), so an iteration's
-exchange takes 50-100 ms at 20-40 Mbit/s, as ``mlp-wide``'s 2.4 MB does at 200 Mbit/s-1 Gbit/s."""
+"""The model at BMv2 rates: ~50k parameters, 200 kB of gradients per iteration (one DDP bucket); a ring moves
+267-300 kB through each bottleneck port per iteration, 210-240 ms at 10 Mbit/s, as ``mlp-wide``'s 2.4 MB takes
+130-250 ms at the full rates."""
 
 _OFF = {
     f"p99_dlcp_{m}_vs_off": Goal("<", 1.0, "below 1 (full DLCP's p99 below the switch-off p99)") for m in ("ring", "ps")
