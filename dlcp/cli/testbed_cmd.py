@@ -119,7 +119,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "leaf-spine (2 leaves, 2 spines, 200 Mbit/s leaf-spine links, 4 workers alternating between the leaves), "
         "loss-200mbit (only when named). Each ratio is computed within a repeat and reported as median and range "
         "over the repeats that have both sides; a goal holds when it holds in 2 of 3 repeats. A run in which a "
-        "rank fails is reported (rank named) and the others go on; the command then exits 1 (docs/testbed.md).",
+        "rank fails is reported (rank named) and the others go on; the command then exits 1. --switch bmv2 runs "
+        "incast and leaf-spine on BMv2 at rates it carries (--rates bmv2); --switch dlcp --rates bmv2 runs the "
+        "software switch at the same rates, to compare (docs/testbed.md).",
         formatter_class=fmt,
     )
     bb.add_argument("--repeat", type=int, default=3, help="turns of every way in each scenario")
