@@ -185,7 +185,11 @@ def test_the_hook_never_synchronises_the_default_stream() -> None:
     def rank(r: int, state: DLCPState) -> tuple[float, bool, torch.Tensor]:
         producer = torch.cuda.Stream()
         with torch.cuda.stream(producer):
-            grad = torch.full((1 << 16,), float(r + 1), device="cuda")
+            grad = torch.full((1 << 16,), 0.0, device="cuda")
+            # A first exchange makes the bucket's pinned buffer (a page-locked allocation may serialise the GPU's
+            # streams); the measured one reuses it, as every iteration after the first does.
+            dlcp_hook(state, Bucket(grad, index=0)).wait()  # type: ignore[arg-type]
+            grad.fill_(float(r + 1))
         producer.synchronize()
         default = torch.cuda.default_stream()
         with torch.cuda.stream(default):
