@@ -161,7 +161,9 @@ def test_a_bucket_still_being_written_when_the_hook_is_called_is_copied_after_th
     def rank(r: int, state: DLCPState) -> tuple[bool, torch.Tensor]:
         producer = torch.cuda.Stream()
         with torch.cuda.stream(producer):
-            grad = torch.full((1 << 16,), float(r + 1), device="cuda")
+            grad = torch.full((1 << 16,), 0.0, device="cuda")
+            dlcp_hook(state, Bucket(grad, index=0)).wait()  # type: ignore[arg-type]  # makes the pinned buffer
+            grad.fill_(float(r + 1))
             torch.cuda._sleep(SLEEP_CYCLES)
             grad.add_(10.0)  # the last write, queued behind the sleep
             fut = dlcp_hook(state, Bucket(grad, index=0))  # type: ignore[arg-type]
