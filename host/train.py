@@ -72,6 +72,9 @@ class TrainConfig:
     gc_freeze: bool = True
     """Freeze what set-up built out of the garbage collector's reach before training
     (:func:`dlcp.host.shim.gcfreeze.freeze_after_setup`); false: ``--no-gc-freeze``."""
+    device: str = "cpu"
+    """``cuda``: the model and its gradients on a CUDA device (rank r on device r modulo the devices), DLCP's
+    hook copying each bucket through pinned host memory (:mod:`dlcp.host.shim.torch`)."""
 
     def __post_init__(self) -> None:
         checks.at_least("--workers", self.workers, 1)
@@ -102,6 +105,13 @@ class TrainConfig:
             checks.fraction("pull_bound", self.pull_bound)
         checks.at_least("--eval-every", self.eval_every, 0)
         checks.at_least("eval_samples", self.eval_samples, 0)
+        checks.one_of("--device", self.device, ("cpu", "cuda"))
+        if self.device == "cuda":
+            if self.backend == "gloo" and self.mode == "ps":
+                raise checks.BadValue("--device", self.device, "the PS over gloo's send/recv runs on CPU tensors only")
+            why = cuda_missing()
+            if why:
+                raise checks.BadValue("--device", self.device, why)
 
     @property
     def spec(self) -> models.ModelSpec:
@@ -125,6 +135,18 @@ class TrainConfig:
     def iterations(self) -> int:
         """Training iterations: whole global batches per epoch, times the epochs."""
         return self.epochs * (self.train_samples // (self.workers * self.batch_size))
+
+
+def cuda_missing() -> str | None:
+    """Why ``--device cuda`` cannot run here, or None."""
+    import torch
+
+    if not torch.cuda.is_available():
+        build = (
+            "a CPU-only build of torch" if torch.version.cuda is None else f"torch built for CUDA {torch.version.cuda}"
+        )
+        return f"CUDA is not available here ({build}, torch.cuda.is_available() is False)"
+    return None
 
 
 WARMUP_ITERATIONS = 2
@@ -187,7 +209,8 @@ def accuracy_of(model: Any, x: np.ndarray, y: np.ndarray, batch: int = 256) -> f
     right = total = 0
     with torch.no_grad():
         for lo in range(0, len(x), batch):
-            pred = model(torch.from_numpy(x[lo : lo + batch])).argmax(dim=-1).numpy()
+            xb = torch.from_numpy(x[lo : lo + batch]).to(next(model.parameters()).device)
+            pred = model(xb).argmax(dim=-1).cpu().numpy()
             right += int((pred == y[lo : lo + batch]).sum())
             total += pred.size
     model.train(was_training)
@@ -239,8 +262,16 @@ def _rank_main(
         store = dist.PrefixStore(where.store_scope, store)
     dist.init_process_group("gloo", store=dist.PrefixStore("gloo", store), rank=rank, world_size=world)
     x_tr, y_tr, x_te, y_te = make_task(cfg)
-    model = make_model(cfg)
-    ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb)
+    if cfg.device == "cuda":
+        device = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    model = make_model(cfg).to(device)
+    if device.type == "cpu":
+        ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb)
+    else:
+        ddp = DDP(model, device_ids=[device.index], bucket_cap_mb=cfg.bucket_cap_mb)
     state = None
     session = None
     timeline = Timeline()
@@ -291,7 +322,7 @@ def _rank_main(
         order = rng.permutation(cfg.train_samples)
         for step in range(steps):
             idx = order[step * global_batch + rank * cfg.batch_size : step * global_batch + (rank + 1) * cfg.batch_size]
-            xb, yb = torch.from_numpy(x_tr[idx]), torch.from_numpy(y_tr[idx])
+            xb, yb = torch.from_numpy(x_tr[idx]).to(device), torch.from_numpy(y_tr[idx]).to(device)
             start, t_start = time.perf_counter(), time.monotonic()
             opt.zero_grad()
             value = objective(ddp(xb), yb)
@@ -299,6 +330,8 @@ def _rank_main(
             value.backward()
             t_bwd = time.monotonic()
             opt.step()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)  # the iteration's time includes its kernels
             times.append(time.perf_counter() - start)
             timeline.at("iter", t_start, t_fwd, t_bwd, time.monotonic(), time.process_time())
             if cfg.eval_every and len(times) % cfg.eval_every == 0:
@@ -310,7 +343,7 @@ def _rank_main(
     dlcp_sent = (DLCPCounters.of(session.endpoint) if session is not None else DLCPCounters()) - dlcp_before
 
     def sample() -> np.ndarray:
-        flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
+        flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu().numpy()
         return flat[:: max(1, flat.size // 50_000)].copy()
 
     before_resync = sample()
@@ -321,7 +354,7 @@ def _rank_main(
         # The curve ends at the reported final accuracy (the full test set), so that a time to
         # target read from it never says "never" for a run that finished above the target.
         curve.append((train_s, len(times), accuracy))
-    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu().numpy()
     digest = float(np.sum(flat.astype(np.float64) * np.arange(1, flat.size + 1) % 997))
     out: dict[str, Any] = {
         "rank": rank, "times": times, "skipped": skipped, "accuracy": accuracy, "accuracy_curve": curve,

@@ -11,7 +11,8 @@ compiled, :func:`dlcp.testbed.layout.bmv2_program`) with the P4Info, then the
 links' buffers and rates as queue depths and rates over the switch's Thrift
 server. A ``simple_switch_grpc`` built without Thrift (p4-toolchain.md's recipe)
 serves none: each switch's report then says, under ``queues_not_applied``, that
-its links' rates and buffers were not set.
+BMv2 cannot take its links' rates and buffers, and the testbed has the kernel carry
+them out on the switch's ports (:mod:`dlcp.testbed.shaping`).
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def bmv2_queues(fabric: Fabric, timeout_s: float) -> dict[str, dict[str, Any]]:
         if name not in up:
             out[name] = {
                 "queues_not_applied": f"simple_switch_grpc serves no Thrift at {address} (built without Thrift), so "
-                "its links' rates and buffers are not set: BMv2's default queues (64 packets, no rate limit)"
+                "BMv2 cannot take its links' rates and buffers"
             }
             continue
         try:

@@ -3,31 +3,112 @@
 Each software switch serves its statistics on a Unix socket in the fabric's
 state folder (:mod:`dlcp.testbed.switch.stats`); a file socket is reachable from
 every namespace, so this needs no namespace of its own.
+
+BMv2 serves no such socket. Its document is made of the same parts from what it
+has: DLCP's P4 counters (``forwarded``, ``dropped``, ``trimmed`` per port and
+class), read over P4Runtime by DLCP's controller (``dlcp controller stats``, run
+in the switches' namespace, where their gRPC servers listen); each port's
+received frames from its interface's kernel counters; and, where the kernel
+carries out the links' rates (:mod:`dlcp.testbed.shaping`), the drops of the
+port's kernel queue (``queue_dropped``: not by class). ``sent`` is what BMv2's
+pipeline forwarded, before that queue. What its ports received and its pipeline
+neither forwarded nor dropped was lost at its input, where the switch could not
+keep up (``input_lost``: per switch, counted in neither ``dropped`` nor a port).
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
+from pyroute2 import NetNS
+
+from dlcp.protocol import NUM_PRIORITY_CLASSES
+from dlcp.testbed import layout, shaping
+from dlcp.testbed.lifecycle import host_popen, python_argv
 from dlcp.testbed.state import FabricState
 from dlcp.testbed.switch import stats
+
+BMV2_READ_S = 30.0
+"""How long the controller may take to read every BMv2's counters."""
 
 
 def fetch_all(state: FabricState) -> dict[str, Any]:
     """Switch name -> its statistics document (or ``{"error": ...}`` where it cannot be read)."""
     out: dict[str, Any] = {}
+    if any(not info.get("stats") for info in state.switches.values()):
+        out.update(bmv2_docs(state))
     for name, info in state.switches.items():
         if not info.get("stats"):
-            out[name] = {
-                "error": "BMv2 serves no statistics socket; its P4 counters: "
-                f"dlcp testbed exec --fabric {state.name} {name} -- dlcp controller stats {state.fabric_file}"
-            }
             continue
         try:
             out[name] = stats.fetch(Path(info["stats"]))
         except (OSError, ValueError) as exc:
             out[name] = {"error": str(exc)}
+    return out
+
+
+def _controller_cells(state: FabricState) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Every BMv2's P4 counter cells, read by DLCP's controller in the switches' namespace; and its errors."""
+    argv = python_argv("controller", "stats", "--json", state.fabric_file)
+    proc = host_popen(layout.switch_ns(state.name), argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = proc.communicate(timeout=BMV2_READ_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        why = f"the controller did not read the counters within {BMV2_READ_S:g} s"
+        return [], {n: why for n in state.switches}
+    if proc.returncode != 0:
+        why = f"the controller could not read the counters: {err.decode(errors='replace').strip()[-500:]}"
+        return [], {n: why for n in state.switches}
+    doc = json.loads(out)
+    return list(doc["cells"]), dict(doc["errors"])
+
+
+def bmv2_docs(state: FabricState) -> dict[str, Any]:
+    """Statistics documents, shaped as the software switch's, of the switches that serve no statistics socket."""
+    cells, errors = _controller_cells(state)
+    with NetNS(layout.switch_ns(state.name)) as ipr:
+        kernel = {}
+        for link in ipr.get_links():
+            st = link.get_attr("IFLA_STATS64") or link.get_attr("IFLA_STATS") or {}
+            kernel[link.get_attr("IFLA_IFNAME")] = int(dict(st).get("rx_packets", 0))
+        queue_drops = shaping.drops(ipr)
+    out: dict[str, Any] = {}
+    for name, info in state.switches.items():
+        if info.get("stats"):
+            continue
+        if name in errors:
+            out[name] = {"error": f"BMv2's P4 counters: {errors[name]}"}
+            continue
+        ports: dict[str, Any] = {}
+        for port, ifname in info["ports"].items():
+            classes = [{"sent": 0, "sent_bytes": 0, "dropped": {}, "trimmed": 0} for _ in range(NUM_PRIORITY_CLASSES)]
+            ports[port] = {
+                "config": {"interface": ifname},
+                "stats": {"rx": kernel.get(ifname, 0), "rx_dropped": {}, "classes": classes,
+                          "queue_dropped": queue_drops.get(ifname, 0)},
+            }  # fmt: skip
+        forwarded = dropped = 0
+        for c in cells:
+            if c["switch"] != name or str(c["port"]) not in ports:
+                continue
+            forwarded += c["forwarded"]["packets"]
+            dropped += c["dropped"]["packets"]
+            cls = ports[str(c["port"])]["stats"]["classes"][c["queue"]]
+            cls["sent"] += c["forwarded"]["packets"]
+            cls["sent_bytes"] += c["forwarded"]["bytes"]
+            if c["dropped"]["packets"]:
+                cls["dropped"]["p4"] = c["dropped"]["packets"]
+            cls["trimmed"] += c["trimmed"]["packets"]
+        received = sum(p["stats"]["rx"] for p in ports.values())
+        out[name] = {
+            "source": "bmv2: P4 counters, interface counters, kernel queues", "ports": ports,
+            "input_lost": received - forwarded - dropped,
+        }  # fmt: skip
     return out
 
 
@@ -42,7 +123,8 @@ def port_totals(doc: dict[str, Any]) -> dict[str, dict[str, int]]:
             "sent": sum(int(c["sent"]) for c in classes),
             "sent_bytes": sum(int(c["sent_bytes"]) for c in classes),
             "dropped": sum(int(v) for c in classes for v in c["dropped"].values())
-            + sum(int(v) for v in s["rx_dropped"].values()),
+            + sum(int(v) for v in s["rx_dropped"].values())
+            + int(s.get("queue_dropped", 0)),
             "trimmed": sum(int(c["trimmed"]) for c in classes),
         }
     return out
@@ -53,18 +135,24 @@ def summary(docs: dict[str, Any]) -> dict[str, Any]:
     switches = {}
     drops_by_class: dict[int, int] = {}
     trims_by_class: dict[int, int] = {}
+    unclassed = 0
+    input_lost = 0
     for name, doc in docs.items():
         if "error" in doc:
             switches[name] = {"error": doc["error"]}
             continue
         switches[name] = port_totals(doc)
+        input_lost += int(doc.get("input_lost", 0))
         for p in doc["ports"].values():
+            unclassed += int(p["stats"].get("queue_dropped", 0))
             for q, c in enumerate(p["stats"]["classes"]):
                 drops_by_class[q] = drops_by_class.get(q, 0) + sum(int(v) for v in c["dropped"].values())
                 trims_by_class[q] = trims_by_class.get(q, 0) + int(c["trimmed"])
     return {
         "switches": switches,
-        "dropped": sum(drops_by_class.values()),
+        "dropped": sum(drops_by_class.values()) + unclassed,
+        "queue_dropped": unclassed,
+        "input_lost": input_lost,
         "trimmed": sum(trims_by_class.values()),
         "dropped_by_class": drops_by_class,
         "trimmed_by_class": trims_by_class,

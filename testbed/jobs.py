@@ -7,6 +7,12 @@ Each rank's process gets the launch environment ``torchrun`` and DLCP read
 host's address), ``DLCP_CONFIG`` (the job's host configuration, written from
 the fabric file) and ``GLOO_SOCKET_IFNAME`` (gloo's sockets on the fabric).
 
+With ``torchrun`` (``dlcp testbed run --torchrun``), each host runs its own
+``torchrun`` node (:func:`torchrun_argv`: ``--nnodes N --node-rank i``, one
+process per node, the c10d rendezvous on the first host), and COMMAND is the
+script it starts; torchrun then sets the worker's ``RANK``, ``WORLD_SIZE`` and
+``MASTER_*``, and DLCP joins torchrun's store (:mod:`dlcp.host.launch_env`).
+
 A run's folder holds every rank's stdout and stderr, the last JSON line each
 printed (``rank<N>.json``), the switches' counters before and after
 (``switches.json``) and ``run.json``, which ties them together. A process that
@@ -24,6 +30,7 @@ import re
 import shlex
 import signal
 import subprocess
+import sys
 import time
 import tomllib
 from collections.abc import Callable, Sequence
@@ -45,6 +52,8 @@ PLACEHOLDER = re.compile(r"\{(rank|world|host|ip|master)\}")
 """What ``run`` replaces in COMMAND; other braces (a Python one-liner's dict) stay as they are."""
 MASTER_PORT = 29500
 """torch's rendezvous port on rank 0's host (DLCP's store takes the next one); namespaces keep it private."""
+TORCHRUN = (sys.executable, "-m", "torch.distributed.run")
+"""``torchrun`` as this interpreter runs it (the console script of the same torch)."""
 
 
 class WorkerFailed(RuntimeError):
@@ -139,6 +148,25 @@ def rank_env(spec: TestbedSpec, hosts: Sequence[str], rank: int, job_file: Path 
     return env
 
 
+def torchrun_argv(spec: TestbedSpec, hosts: Sequence[str], rank: int, run_id: str) -> list[str]:
+    """``torchrun`` for node ``rank`` of the job on ``hosts``, one process per node, the c10d rendezvous on the
+    first host: that node's agent hosts the rendezvous store (``is_host``), the others join it. Each node gives its
+    host's address (``--local-addr``); torch numbers the nodes in the order of their addresses, so GROUP_RANK and
+    RANK follow the job's order wherever the addresses sort as the job lists its hosts (:func:`rendezvous_order`)."""
+    fab = spec.fabric
+    master = fab.hosts[hosts[0]].ip
+    return [
+        *TORCHRUN, "--nnodes", str(len(hosts)), "--node-rank", str(rank), "--nproc-per-node", "1",
+        "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{master}:{MASTER_PORT}", "--rdzv-id", run_id,
+        "--rdzv-conf", f"is_host={int(rank == 0)}", "--local-addr", fab.hosts[hosts[rank]].ip, "--max-restarts", "0",
+    ]  # fmt: skip
+
+
+def rendezvous_order(spec: TestbedSpec, hosts: Sequence[str]) -> list[str]:
+    """The hosts in the order torch's c10d rendezvous numbers their nodes: by address, as text."""
+    return sorted(hosts, key=lambda h: spec.fabric.hosts[h].ip)
+
+
 def _last_json(path: Path) -> Any:
     try:
         lines = path.read_text(errors="replace").splitlines()
@@ -226,12 +254,19 @@ def run_job(
     *,
     job_id: int | None = None,
     timeout_s: float = 600.0,
+    torchrun: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> RunResult:
-    """Run ``command`` once per rank of the job on the running fabric ``tb``; raises :class:`WorkerFailed`."""
+    """Run ``command`` once per rank of the job on the running fabric ``tb``; raises :class:`WorkerFailed`.
+
+    ``torchrun``: ``command`` is torchrun's script and its arguments, and each host runs it under its own
+    ``torchrun`` node (:func:`torchrun_argv`)."""
     spec = tb.spec
     job, hosts = job_hosts(spec, job_id)
     folder.mkdir(parents=True, exist_ok=True)
+    if torchrun and progress and rendezvous_order(spec, hosts) != list(hosts):
+        progress(f"torch's rendezvous numbers the nodes {', '.join(rendezvous_order(spec, hosts))} (by address), "
+                 f"not in the job's order {', '.join(hosts)}")  # fmt: skip
     job_file = write_job_file(spec, job, folder) if job is not None else None
     fab = spec.fabric
     ranks = [RankResult(r, h, fab.hosts[h].ip) for r, h in enumerate(hosts)]
@@ -245,6 +280,8 @@ def run_job(
         for r in ranks:
             subs = {"rank": r.rank, "world": len(hosts), "host": r.host, "ip": r.ip, "master": ranks[0].ip}
             argv = [fill(a, subs) for a in command]
+            if torchrun:
+                argv = torchrun_argv(spec, hosts, r.rank, f"{spec.name}-{folder.name}") + argv
             env = rank_env(spec, hosts, r.rank, job_file)
             with open(folder / f"rank{r.rank}.out", "wb") as out, open(folder / f"rank{r.rank}.err", "wb") as err:
                 procs[r.rank] = tb.popen(
@@ -291,7 +328,7 @@ def run_job(
         json.dumps(
             {
                 "fabric": spec.name, "fabric_file": str(spec.path), "job": job.id if job else None,
-                "command": list(command),
+                "command": list(command), "torchrun": torchrun,
                 "ranks": [{k: v for k, v in asdict(r).items() if k != "output"} for r in ranks],
                 "switches": result.switches, "cpu": cpu,
             },
@@ -309,6 +346,7 @@ def run_on_fabric(
     out: Path,
     timeout_s: float,
     keep: bool = False,
+    torchrun: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> RunResult:
     """``dlcp testbed run``: up (unless it is up already), the job, then down (unless ``keep`` or it was up)."""
@@ -321,7 +359,7 @@ def run_on_fabric(
         folder = new_folder(out, spec.name)
         if progress:
             progress(f"results in {folder}")
-        return run_job(tb, command, folder, job_id=job_id, timeout_s=timeout_s, progress=progress)
+        return run_job(tb, command, folder, job_id=job_id, timeout_s=timeout_s, torchrun=torchrun, progress=progress)
     finally:
         if not was_up and not keep:
             tb.down()

@@ -39,7 +39,7 @@ from typing import Any
 
 from pyroute2 import netns
 
-from dlcp.testbed import bmv2, controlplane, layout, tomlout
+from dlcp.testbed import bmv2, controlplane, layout, shaping, tomlout
 from dlcp.testbed.netns import Namespace, popen_in
 from dlcp.testbed.spec import TestbedSpec
 from dlcp.testbed.state import FabricState, ProcessRecord, StateStore, start_ticks
@@ -298,6 +298,13 @@ class Testbed:
                 for report in self.apply():
                     if "queues_not_applied" in report:
                         note = f"switch {report['switch']}: queue settings NOT applied: {report['queues_not_applied']}"
+                        if self.spec.settings.switch == "bmv2":
+                            self._shape_ports(report["switch"])
+                            note += (
+                                "; its links' rates and buffers are carried out by a kernel tbf queue on each port "
+                                "instead, behind BMv2's own queues, which stay short: BMv2's priority queues, "
+                                "selective drop and trimming do not act"
+                            )
                         self.state.warnings.append(note)
                         say(note)
                 self.state.ready = True
@@ -308,6 +315,12 @@ class Testbed:
             raise
         self.release()
         return self.state
+
+    def _shape_ports(self, switch: str) -> None:
+        """The switch's ports at their links' rates and buffers, by the kernel (:mod:`dlcp.testbed.shaping`)."""
+        (plan,) = [p for p in layout.plan(self.spec) if p.name == switch]
+        sw_ns = self._namespaces[layout.switch_ns(self.name)]
+        shaping.shape(sw_ns.ipr, [(p.interface, p.link) for p in plan.ports])
 
     def _compile_bmv2(self) -> None:
         result = build.build_v1model(layout.bmv2_build_dir(self.name, self.store.root))

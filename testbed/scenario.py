@@ -29,6 +29,7 @@ from dlcp.testbed import spec as spec_mod
 from dlcp.testbed import traffic as traffic_gen
 from dlcp.testbed.jobs import WorkerFailed, cpu_snapshot, run_job, train_command
 from dlcp.testbed.lifecycle import Testbed
+from dlcp.testbed.spec import INCAST_BYTES
 from dlcp.testbed.state import ProcessRecord, start_ticks
 from dlcp.testbed.tomlout import dumps
 
@@ -119,6 +120,8 @@ class Scenario:
     background_host: bool = True
     traffic_load: float = 0.2
     incast: int = 3
+    incast_bytes: int = INCAST_BYTES
+    """What each incast sender sends per burst (every 50 ms)."""
     cdf: str = flow_sizes.WEB_SEARCH
     seed: int = 0
     loss_bound: float = 0.01
@@ -201,6 +204,8 @@ class Scenario:
             "topology": self.topology_doc(),
             "job": jobs,
         }  # fmt: skip
+        if self.incast_bytes != INCAST_BYTES:
+            doc["testbed"]["traffic"]["incast_bytes"] = self.incast_bytes
         if links:
             doc["link"] = links
         return doc

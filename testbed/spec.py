@@ -41,7 +41,9 @@ NAME_RE = re.compile(r"[a-z0-9][a-z0-9_]{0,19}")  # fullmatch only: "$" matches 
 HOST_NAME_RE = re.compile(r"[A-Za-z0-9_.]{1,32}")
 """Fabric names: short (namespace names ``dlcp-<name>-<host>``), no ``-`` (it separates the parts)."""
 _TESTBED_KEYS = {"name", "switch", "traffic"}
-_TRAFFIC_KEYS = {"load", "cdf", "incast", "duration", "flows", "udp_share", "seed"}
+_TRAFFIC_KEYS = {"load", "cdf", "incast", "incast_bytes", "duration", "flows", "udp_share", "seed"}
+INCAST_BYTES = 128_000
+"""What each sender of an incast burst sends, by default."""
 
 
 class SpecError(ValueError):
@@ -62,6 +64,8 @@ class TrafficSettings:
     cdf: str = flow_sizes.WEB_SEARCH
     incast: int = 0
     """Senders of each incast burst toward the servers (0: no incast)."""
+    incast_bytes: int = INCAST_BYTES
+    """What each of them sends per burst (in whole datagrams, at least one)."""
     duration_s: float = 20.0
     flows: int = 2000
     """At most this many flows in all (the run is bounded in time and count)."""
@@ -171,6 +175,7 @@ def _traffic(t: Any, errs: list[str]) -> TrafficSettings:
         load=_number(t, "load", 0.3, 0.0, 1.0, errs),
         cdf=cdf,
         incast=int(_number(t, "incast", 0, 0, 64, errs)),
+        incast_bytes=int(_number(t, "incast_bytes", INCAST_BYTES, 1, 4_000_000, errs)),
         duration_s=duration_s,
         flows=int(_number(t, "flows", 2000, 1, 100_000, errs)),
         udp_share=_number(t, "udp_share", 0.5, 0.0, 1.0, errs),

@@ -8,7 +8,7 @@ DCTCP's; ``data-mining``, VL2's), the tables the simulator draws from too.
 
 Sizes are capped at :data:`MAX_FLOW_BYTES` (the testbed's links are emulated
 by one machine; the cap is reported). Incast: every :data:`INCAST_PERIOD_S`,
-``incast`` senders each send :data:`INCAST_BYTES` over UDP at once to one of the
+``incast`` senders each send ``incast_bytes`` (:data:`INCAST_BYTES` by default) over UDP at once to one of the
 job's parameter servers, the pattern that fills a server's port.
 
 Everything runs in one process: sockets are opened inside the hosts'
@@ -38,6 +38,7 @@ from dlcp import flow_sizes
 from dlcp.entry import module_argv
 from dlcp.testbed import layout
 from dlcp.testbed.probe import inside
+from dlcp.testbed.spec import INCAST_BYTES as INCAST_BYTES
 from dlcp.testbed.spec import TestbedSpec, TrafficSettings
 from dlcp.testbed.spec import load as load_spec
 
@@ -48,7 +49,6 @@ TCP_PORT = 5201
 UDP_PORT = 5202
 UDP_PAYLOAD = 1400
 INCAST_PERIOD_S = 0.05
-INCAST_BYTES = 128_000
 UDP_FLOW_RATE_SHARE = 0.5
 """A UDP flow is paced at this share of the bottleneck's rate."""
 
@@ -222,7 +222,7 @@ class Generator:
                 target = self.rng.choice(targets)
                 senders = [self.rng.choice(senders_pool) for _ in range(self.s.incast)]
                 for h in senders:
-                    for _ in range(INCAST_BYTES // UDP_PAYLOAD):
+                    for _ in range(max(1, self.s.incast_bytes // UDP_PAYLOAD)):
                         with contextlib.suppress(BlockingIOError, OSError):
                             socks[h].sendto(payload, (self.ip(target), UDP_PORT))
                             self.report.incast_bytes += UDP_PAYLOAD

@@ -371,3 +371,45 @@ def test_verdict_states_the_best_mode_against_ddps_default_whichever_way_it_goes
             if r is not None:
                 r["cpu"] = {"other_share": 0.05}
     assert load_note(runs) == ""
+
+
+def test_bmv2_rates_scale_the_scenarios_and_refuse_what_bmv2_cannot_run(tmp_path: Path) -> None:
+    """--rates bmv2: incast and leaf-spine at rates BMv2 carries, the same on both switches; loss is refused (BMv2
+    cannot drop at random), and so is BMv2 at full rates; the fabric files BMv2 gets pass its checks."""
+    import dataclasses
+
+    from dlcp.bench import testbed as bench
+    from dlcp.testbed import spec as spec_mod
+    from dlcp.units import parse_rate
+
+    assert bench.default_scenarios("bmv2") == ("incast", "leaf-spine")
+    assert bench.default_scenarios("full") == bench.DEFAULT_SCENARIOS
+    for name in bench.BMV2_RATES:
+        on_dlcp, ways = bench.scenario_named(name, "bmv2", "dlcp")
+        on_bmv2, same_ways = bench.scenario_named(name, "bmv2", "bmv2")
+        full, _ = bench.scenario_named(name)
+        assert ways == same_ways == bench.SCENARIOS[name][1]
+        assert on_bmv2 == dataclasses.replace(on_dlcp, switch="bmv2") and on_dlcp.switch == full.switch == "dlcp"
+        assert parse_rate(on_bmv2.host_rate) <= parse_rate(full.host_rate) / 5
+        s = spec_mod.load(on_bmv2.write(tmp_path), switch="bmv2")
+        assert s.settings.switch == "bmv2"
+        assert max(link.rate_bps or 0 for link in s.fabric.links.values()) <= 200_000_000
+    incast, _ = bench.scenario_named("incast", "bmv2", "bmv2")
+    assert (incast.bottleneck_rate, incast.incast, incast.incast_bytes) == ("10mbit", 1, 16_000)
+    # The smaller incast bursts reach the traffic generator through the fabric file; the full-rate file is unchanged.
+    assert spec_mod.load(incast.write(tmp_path), switch="bmv2").settings.traffic.incast_bytes == 16_000
+    full_incast, _ = bench.scenario_named("incast")
+    assert "incast_bytes" not in full_incast.fabric_doc()["testbed"]["traffic"]
+    assert spec_mod.load(full_incast.write(tmp_path)).settings.traffic.incast_bytes == 128_000
+    for name in ("loss", "loss-200mbit"):
+        with pytest.raises(ValueError, match=f"scenario '{name}' has no BMv2 rates: BMv2 cannot drop at random"):
+            bench.scenario_named(name, "bmv2", "bmv2")
+    with pytest.raises(ValueError, match="--switch bmv2 runs at --rates bmv2 only"):
+        bench.scenario_named("incast", "full", "bmv2")
+    with pytest.raises(ValueError, match="unknown rates 'slow'"):
+        bench.scenario_named("incast", "slow")
+
+
+def test_bench_refuses_a_bmv2_loss_scenario_before_anything_is_made(capsys: pytest.CaptureFixture) -> None:
+    assert main(["testbed", "bench", "--switch", "bmv2", "--scenario", "loss"]) == 2
+    assert "scenario 'loss' has no BMv2 rates" in capsys.readouterr().err

@@ -83,6 +83,29 @@ DEFAULT_SCENARIOS = ("incast", "loss", "leaf-spine")
 """What a plain ``dlcp testbed bench`` runs (``--scenario`` names one; ``loss-200mbit`` and ``incast-resnet`` only
 when named)."""
 
+SWITCHES = ("dlcp", "bmv2")
+RATE_PROFILES = ("full", "bmv2")
+"""``full``: the scenarios as above. ``bmv2``: the same scenarios at link rates BMv2 carries (:data:`BMV2_RATES`)."""
+
+BMV2_RATES: dict[str, dict[str, Any]] = {
+    "incast": {"host_rate": "50mbit", "bottleneck_rate": "10mbit", "bottleneck_buffer": "64KiB", "incast": 1,
+               "incast_bytes": 16_000},
+    "leaf-spine": {"host_rate": "50mbit", "fabric_rate": "10mbit", "fabric_buffer": "64KiB"},
+}  # fmt: skip
+"""The scenarios BMv2 can run, at rates it carries: a twentieth of the full rates. BMv2 ``simple_switch_grpc``
+forwards a few thousand packets/s on an idle core; in the bench it shares the 2 cores with three or four ranks and
+the background traffic, and at 40 Mbit/s to h1 (and 200 Mbit/s hosts, 1,700 incast datagrams/s) it received 2,000-
+3,000 frames/s and lost a third to half of them at its input (``input_lost``), the bottleneck instead of the
+links. At 10 Mbit/s a rank sends about 140 frames of 9 KB per second: the star's BMv2 gets about 900 frames/s with
+gloo's acknowledgements, and each leaf-spine switch 300-600. Incast: one sender of 16 kB (11 datagrams) every
+50 ms, 26% of the 10 Mbit/s link, as three senders of 128 kB take 31% of 200 Mbit/s. Buffers: 64 KiB (52 ms at
+10 Mbit/s, seven 9 KB frames, room for a paced burst). The loss scenarios have no BMv2 rates: BMv2 cannot drop at
+random."""
+BMV2_MODEL = "mlp"
+"""The model at BMv2 rates: ~50k parameters, 200 kB of gradients per iteration (one DDP bucket); a ring moves
+267-300 kB through each bottleneck port per iteration, 210-240 ms at 10 Mbit/s, as ``mlp-wide``'s 2.4 MB takes
+130-250 ms at the full rates."""
+
 _OFF = {
     f"p99_dlcp_{m}_vs_off": Goal("<", 1.0, "below 1 (full DLCP's p99 below the switch-off p99)") for m in ("ring", "ps")
 }
@@ -112,11 +135,30 @@ GOALS: dict[str, dict[str, Goal]] = {
 """Per scenario, ratio name -> goal. A goal holds when it holds in two thirds of the repeats measured (2 of 3)."""
 
 
-def scenario_named(name: str) -> tuple[Scenario, tuple[Way, ...]]:
-    """The scenario ``name`` and its ways; :class:`ValueError` naming the choices for any other name."""
+def scenario_named(name: str, rates: str = "full", switch: str = "dlcp") -> tuple[Scenario, tuple[Way, ...]]:
+    """The scenario ``name`` at the ``rates`` profile on ``switch``, and its ways; :class:`ValueError` naming the
+    choices for any other name, profile or switch, or a scenario that profile has no rates for."""
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}: the bench knows {', '.join(SCENARIOS)}")
-    return SCENARIOS[name]
+    if rates not in RATE_PROFILES:
+        raise ValueError(f"unknown rates {rates!r}: the bench knows {', '.join(RATE_PROFILES)}")
+    if switch not in SWITCHES:
+        raise ValueError(f"unknown switch {switch!r}: the bench knows {', '.join(SWITCHES)}")
+    if switch == "bmv2" and rates != "bmv2":
+        raise ValueError(f"--switch bmv2 runs at --rates bmv2 only: at {rates} rates BMv2, not the links, would be "
+                         "the bottleneck")  # fmt: skip
+    scenario, ways = SCENARIOS[name]
+    if rates == "bmv2":
+        if name not in BMV2_RATES:
+            raise ValueError(f"scenario {name!r} has no BMv2 rates: BMv2 cannot drop at random (the bench at "
+                             f"--rates bmv2 knows {', '.join(BMV2_RATES)})")  # fmt: skip
+        scenario = dataclasses.replace(scenario, **BMV2_RATES[name])
+    return dataclasses.replace(scenario, switch=switch), ways
+
+
+def default_scenarios(rates: str) -> tuple[str, ...]:
+    """What the bench runs unless ``--scenario`` says: at BMv2 rates, every scenario that has them."""
+    return tuple(BMV2_RATES) if rates == "bmv2" else DEFAULT_SCENARIOS
 
 
 def summary(name: str, runs: dict[str, list[dict[str, Any] | None]], names: dict[str, str]) -> dict[str, Any]:
@@ -129,6 +171,16 @@ def summary(name: str, runs: dict[str, list[dict[str, Any] | None]], names: dict
     }
 
 
+def links_text(s: Scenario) -> str:
+    """The scenario's link rates in words: hosts, and the bottleneck (to h1, or between leaves and spines)."""
+    out = f"hosts {s.host_rate}"
+    if s.bottleneck_rate:
+        out += f", h1 {s.bottleneck_rate} ({s.bottleneck_buffer})"
+    if s.fabric_rate:
+        out += f", leaf-spine {s.fabric_rate} ({s.fabric_buffer})"
+    return out
+
+
 def run(
     cfg: TrainConfig,
     folder: Path,
@@ -136,14 +188,17 @@ def run(
     repeat: int,
     scenarios: tuple[str, ...] = DEFAULT_SCENARIOS,
     extra_gloo_ps: bool = False,
+    switch: str = "dlcp",
+    rates: str = "full",
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the scenarios; the report's ``failed`` lists every run in which a rank failed (the others are kept)."""
+    """Run the scenarios (on ``switch``, at the ``rates`` profile); the report's ``failed`` lists every run in which
+    a rank failed (the others are kept)."""
     say = progress or (lambda text: None)
-    chosen = {name: scenario_named(name) for name in scenarios}
+    chosen = {name: scenario_named(name, rates, switch) for name in scenarios}
     report: dict[str, Any] = {
         "config": {"model": cfg.model, "samples": cfg.train_samples, "epochs": cfg.epochs, "loss_bound": cfg.loss_bound,
-                   "eval_every": cfg.eval_every, "repeat": repeat},
+                   "eval_every": cfg.eval_every, "repeat": repeat, "switch": switch, "rates": rates},
         "scenarios": {}, "ratios": [], "runs": {}, "failed": [], "folder": str(folder),
     }  # fmt: skip
     for name, (scenario, ways) in chosen.items():
@@ -161,7 +216,8 @@ def run(
         doc = summary(name, turns.runs, turns.names)
         report["scenarios"][name] = {
             "workers": scenario.worker_hosts, "topology": scenario.topology, "model": job.model,
-            "best_mode": doc["best_mode"], "missing": doc["missing"],
+            "best_mode": doc["best_mode"], "missing": doc["missing"], "switch": scenario.switch,
+            "links": links_text(scenario),
         }  # fmt: skip
         report["ratios"] += doc["ratios"]
         report["failed"] += [{"scenario": name, **f} for f in turns.failures]

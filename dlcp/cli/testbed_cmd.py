@@ -84,6 +84,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     rn.add_argument("--out", default="out/testbed", help="results folder (a run gets a subfolder)")
     rn.add_argument("--timeout", type=float, default=600.0, help="seconds the command may run")
     rn.add_argument("--keep", action="store_true", help="leave the fabric up afterwards")
+    rn.add_argument(
+        "--torchrun", action="store_true",
+        help="COMMAND is a training script (and its arguments): each host runs it under its own torchrun node "
+        "(--nnodes N --node-rank i, one process per node, the c10d rendezvous on the job's first host)",
+    )  # fmt: skip
     rn.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
     rn.set_defaults(func=_reported(_run))
 
@@ -120,7 +125,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "with resnet18, DLCP ring and PS with the layer priorities on and with one priority class; the wait for "
         "the front layers' bucket). Each ratio is computed within a repeat and reported as median and range over "
         "the repeats that have both sides; a goal holds when it holds in 2 of 3 repeats. A run in which a rank "
-        "fails is reported (rank named) and the others go on; the command then exits 1 (docs/testbed.md).",
+        "fails is reported (rank named) and the others go on; the command then exits 1. --switch bmv2 runs "
+        "incast and leaf-spine on BMv2 at rates it carries (--rates bmv2); --switch dlcp --rates bmv2 runs the "
+        "software switch at the same rates, to compare (docs/testbed.md).",
         formatter_class=fmt,
     )
     bb.add_argument("--repeat", type=int, default=3, help="turns of every way in each scenario")
@@ -128,10 +135,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--scenario", action="append", choices=("incast", "loss", "leaf-spine", "loss-200mbit", "incast-resnet"),
         help="only this one (repeatable; default incast, loss and leaf-spine)",
     )  # fmt: skip
+    bb.add_argument(
+        "--switch", choices=("dlcp", "bmv2"), default="dlcp",
+        help="DLCP's software switch, or BMv2 simple_switch_grpc where installed (at --rates bmv2 only)",
+    )  # fmt: skip
+    bb.add_argument(
+        "--rates", choices=("full", "bmv2"),
+        help="full: the scenarios' rates as described; bmv2: incast and leaf-spine at a fifth and a tenth of them, "
+        "which BMv2 carries, with one incast sender and 64 KiB buffers (docs/testbed.md). Default: bmv2 with "
+        "--switch bmv2, else full",
+    )  # fmt: skip
     bb.add_argument("--samples", type=int, default=4096, help="training samples (one epoch)")
     bb.add_argument(
-        "--model", choices=tuple(MODELS), default="mlp-wide",
-        help="model (dlcp train --model) of the scenarios that do not name their own (incast-resnet: resnet18)",
+        "--model", choices=tuple(MODELS),
+        help="model (dlcp train --model) of the scenarios that do not name their own (incast-resnet: resnet18); "
+        "default mlp-wide at full rates, mlp at bmv2 rates",
     )  # fmt: skip
     bb.add_argument("--loss-bound", type=float, default=0.02, help="loss bound of DLCP's gradient messages")
     bb.add_argument("--eval-every", type=int, default=5, help="iterations between accuracy measurements (the curve)")
@@ -172,6 +190,13 @@ def _command(args: argparse.Namespace) -> list[str]:
         cmd = cmd[1:]
     if not cmd:
         raise ValueError("COMMAND: give the command after --, e.g. dlcp testbed exec h1 -- hostname")
+    if (
+        getattr(args, "torchrun", False)
+        and cmd[0] not in ("-m", "--module", "--no-python")
+        and not Path(cmd[0]).is_file()
+    ):
+        raise ValueError(f"COMMAND: {cmd[0]}: with --torchrun, COMMAND is the training script torchrun starts (a "
+                         "file, or -m MODULE), e.g. dlcp testbed run --torchrun FABRIC -- train.py")  # fmt: skip
     return cmd
 
 
@@ -376,7 +401,7 @@ def _run(args: argparse.Namespace) -> int:
         raise PermissionError("--keep needs root: without it, the fabric lives in a namespace that ends with the run")
     _root_or_userns(args)
     result = jobs.run_on_fabric(spec, cmd, job_id=args.job, out=Path(args.out), timeout_s=args.timeout,
-                                keep=args.keep, progress=_say)  # fmt: skip
+                                keep=args.keep, torchrun=args.torchrun, progress=_say)  # fmt: skip
     sys.stdout.write(f"results: {result.folder}\n")
     for r in result.ranks:
         sys.stdout.write(f"  rank {r.rank} on {r.host} ({r.ip}): exit {r.returncode}, {r.seconds:.1f} s\n")
@@ -427,9 +452,13 @@ def _bench(args: argparse.Namespace) -> int:
 
     checks.in_range("--repeat", args.repeat, 1, 20)
     checks.in_range("--eval-every", args.eval_every, 1, 1000)
+    rates = args.rates or ("bmv2" if args.switch == "bmv2" else "full")
+    scenarios = tuple(dict.fromkeys(args.scenario or bench.default_scenarios(rates)))
+    for name in scenarios:
+        bench.scenario_named(name, rates, args.switch)  # refused before anything is made
     cfg = TrainConfig(
         workers=3,
-        model=args.model,
+        model=args.model or (bench.BMV2_MODEL if rates == "bmv2" else "mlp-wide"),
         epochs=1,
         train_samples=args.samples,
         batch_size=32,
@@ -437,14 +466,22 @@ def _bench(args: argparse.Namespace) -> int:
         loss_bound=args.loss_bound,
     )
     check(cfg)
+    if args.switch == "bmv2":
+        from dlcp.testbed.lifecycle import SIMPLE_SWITCH_GRPC
+        from dlcp.testbed.toolchain import tools
+
+        missing = tools.missing_reason(SIMPLE_SWITCH_GRPC, tools.P4C_BM2_SS)
+        if missing:
+            raise ValueError(f"--switch bmv2 needs simple_switch_grpc, and p4c-bm2-ss to compile DLCP's program: "
+                             f"{missing}")  # fmt: skip
     _root_or_userns(args)
     require_root()
     folder = new_folder(Path(args.out), "bench")
     _say(f"results folder: {folder}")
-    scenarios = tuple(dict.fromkeys(args.scenario or bench.DEFAULT_SCENARIOS))
     report = bench.run(
-        cfg, folder, repeat=args.repeat, scenarios=scenarios, extra_gloo_ps=args.extra_gloo_ps, progress=_say
-    )
+        cfg, folder, repeat=args.repeat, scenarios=scenarios, extra_gloo_ps=args.extra_gloo_ps, switch=args.switch,
+        rates=rates, progress=_say,
+    )  # fmt: skip
     (folder / "bench.json").write_text(json.dumps(report, indent=1))
     if args.json:
         sys.stdout.write(json.dumps(report) + "\n")
@@ -460,8 +497,9 @@ def render_bench(report: dict[str, Any]) -> str:
         baseline = "; baseline: gloo all-reduce (DDP default)" if any(
             w.startswith("gloo all-reduce") for w in report["runs"].get(name, {})
         ) else ""  # fmt: skip
+        where = f"; switch {doc['switch']}, links {doc['links']}" if "switch" in doc else ""
         out.append(
-            f"\n{name}: {doc['topology']}, workers {', '.join(doc['workers'])} (rank order), model "
+            f"\n{name}: {doc['topology']}, workers {', '.join(doc['workers'])} (rank order){where}, model "
             f"{doc.get('model', '?')}; best full DLCP mode: {doc['best_mode'] or 'none'}{baseline}\n"
         )
         out.append(f"{'ratio':42}{'median':>8}{'range':>16}{'repeats':>9}  goal\n")

@@ -65,6 +65,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eval-every", type=int, default=0, help="measure test accuracy every N iterations (0: at the end)")
     p.add_argument(
+        "--device", choices=("cpu", "cuda"), default="cpu",
+        help="where the model and its gradients live; cuda: rank r on CUDA device r modulo the devices (several "
+        "ranks may share one), refused where torch has no CUDA",
+    )  # fmt: skip
+    p.add_argument(
         "--node",
         action="store_true",
         help="run one rank of a multi-node job, as torchrun or dlcp testbed run start it: rank, world and "
@@ -85,7 +90,7 @@ def _train(args: argparse.Namespace) -> int:
         backend=args.backend, model=args.model, epochs=args.epochs,
         batch_size=args.batch_size, lr=args.lr, loss_bound=args.loss_bound, inject_loss=args.inject_loss,
         train_samples=args.samples, seed=args.seed, width=args.width, bucket_mb=args.bucket_mb,
-        gc_freeze=args.gc_freeze,
+        gc_freeze=args.gc_freeze, device=args.device,
     )  # fmt: skip
     if launch is not None:
         sys.stdout.write(json.dumps(run_node(cfg, launch), default=_plain) + "\n")

@@ -28,6 +28,18 @@ which DDP hands over last, is also exchanged early: right after the
 iteration's first ``front_after`` buckets (:mod:`dlcp.host.shim.bucket_order`),
 unless the job's policy has one data class (every layer equal: DDP's order).
 
+**CUDA buckets.** DLCP's exchange works on host memory. For a bucket on a CUDA
+device the hook, on DDP's thread, records an event on the stream that produced
+the bucket (the current stream when DDP calls the hook: the gradient may still
+be being written) and enqueues, on a side stream that waits for that event, the
+copy into a pinned host buffer kept for that bucket (:class:`HostBuffers`,
+reused every iteration: nothing is allocated per bucket once the buckets are
+built). The hook's thread waits for that copy alone (its event), exchanges, and
+enqueues the copy back on a second side stream, which is current when it sets
+the future's result: the future records an event there, and DDP's use of the
+result (``Future.wait``) makes DDP's stream wait for it. The default stream is
+never synchronised. CPU buckets take the path they always took.
+
 **Replica consistency** (``docs/transport.md`` §4): in ring mode the
 all-gather is reliable by default, so replicas stay identical. In PS mode with
 a pull bound above 0 replicas may differ on ranges lost in the pull; every
@@ -52,10 +64,88 @@ from dlcp.host.timeline import Timeline
 log = logging.getLogger(__name__)
 
 
+class HostBuffers:
+    """One host buffer per bucket, kept across iterations: a bucket's next copy reuses it.
+
+    A bucket's buffer is made again only when the bucket changes size or type (DDP rebuilds its buckets once,
+    after the first iteration). ``pin``: page-locked memory, which CUDA copies asynchronously.
+
+    Example::
+
+        >>> buffers = HostBuffers(pin=False)
+        >>> a = buffers.get(0, torch.zeros(4))
+        >>> buffers.get(0, torch.ones(4)) is a, buffers.allocations
+        (True, 1)
+    """
+
+    __slots__ = ("_buffers", "allocations", "pin")
+
+    def __init__(self, *, pin: bool) -> None:
+        self.pin = pin
+        self.allocations = 0
+        self._buffers: dict[object, torch.Tensor] = {}
+
+    def get(self, key: object, like: torch.Tensor) -> torch.Tensor:
+        """The flat host buffer of bucket ``key``, of ``like``'s size and type (contents: the last copy's)."""
+        buf = self._buffers.get(key)
+        if buf is None or buf.numel() != like.numel() or buf.dtype != like.dtype:
+            buf = torch.empty(like.numel(), dtype=like.dtype, pin_memory=self.pin)
+            self._buffers[key] = buf
+            self.allocations += 1
+        return buf
+
+    def __len__(self) -> int:
+        return len(self._buffers)
+
+
+class CudaCopies:
+    """The copies of one CUDA device's buckets to the host and back: two side streams and pinned buffers."""
+
+    __slots__ = ("buffers", "d2h", "device", "h2d", "_released")
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.d2h = torch.cuda.Stream(device)
+        """Copies to the host: each waits for the event recorded on the stream that produced its bucket."""
+        self.h2d = torch.cuda.Stream(device)
+        """Copies back: current when the future's result is set, so DDP's next use waits for them."""
+        self.buffers = HostBuffers(pin=True)
+        self._released: dict[object, torch.cuda.Event] = {}
+        """Bucket -> the end of the last copy back out of its buffer (the next copy in must not start before)."""
+
+    def to_host(self, tensor: torch.Tensor, key: object) -> tuple[torch.Tensor, torch.cuda.Event]:
+        """Enqueue the copy of ``tensor`` into its host buffer; on the caller's (DDP's) thread, where the current
+        stream is the one that produced the bucket. Returns the buffer and the event that ends the copy."""
+        producer = torch.cuda.current_stream(self.device)
+        ready = torch.cuda.Event()
+        ready.record(producer)  # what the producer enqueued so far writes the bucket; the copy comes after it
+        host = self.buffers.get(key, tensor)
+        self.d2h.wait_event(ready)
+        if (released := self._released.get(key)) is not None:
+            self.d2h.wait_event(released)
+        with torch.cuda.stream(self.d2h):
+            host.copy_(tensor.reshape(-1), non_blocking=True)
+            copied = torch.cuda.Event(blocking=True)  # its waiter sleeps rather than spins a core
+            copied.record(self.d2h)
+        tensor.record_stream(self.d2h)  # the caching allocator must not reuse it before the copy has read it
+        return host, copied
+
+    def to_device(self, host: torch.Tensor, tensor: torch.Tensor, key: object) -> None:
+        """Enqueue the copy of the result back into ``tensor`` on the copy-back stream (made current by the
+        caller while it sets the future's result)."""
+        with torch.cuda.stream(self.h2d):
+            tensor.copy_(host.view(tensor.shape), non_blocking=True)
+            released = torch.cuda.Event()
+            released.record(self.h2d)
+        self._released[key] = released
+        tensor.record_stream(self.h2d)
+
+
 class DLCPState:
     """State of the DLCP DDP hook: the session, the mode, layer order and statistics."""
 
     __slots__ = (
+        "_cuda",
         "_executor",
         "_handles",
         "_lock",
@@ -108,6 +198,7 @@ class DLCPState:
         one_class = self.collectives.policy.data_classes == 1
         self._executor = BucketOrder(0 if one_class else front_after)
         self._handles: list[Any] = []
+        self._cuda: dict[torch.device, CudaCopies] = {}
         self.timeline: Timeline | None = session.endpoint.timeline
         """Where each bucket's exchange is recorded (the endpoint's timeline by default; None: nowhere)."""
         if model is not None:
@@ -195,6 +286,44 @@ class DLCPState:
         self._executor.submit(run, last)
         return fut
 
+    def cuda_copies(self, device: torch.device) -> CudaCopies:
+        """The side streams and host buffers of ``device``'s buckets (made at its first bucket)."""
+        if device not in self._cuda:
+            self._cuda[device] = CudaCopies(device)
+        return self._cuda[device]
+
+    def submit_cuda(
+        self, tensor: torch.Tensor, layer: int, tag: object, key: object
+    ) -> "torch.futures.Future[torch.Tensor]":
+        """:meth:`submit` for a bucket on a CUDA device: copied to and from the pinned host buffer of bucket
+        ``key`` on side streams, ordered by events, without synchronising the default stream (module docstring)."""
+        copies = self.cuda_copies(tensor.device)
+        fut: torch.futures.Future[torch.Tensor] = torch.futures.Future(devices=[tensor.device])
+        handed = time.monotonic()
+        host, copied = copies.to_host(tensor, key)
+
+        def run() -> None:
+            start = time.monotonic()
+            try:
+                copied.synchronize()  # this thread waits for the copy to the host, and only for it
+                x = host.numpy()
+                with self._lock:
+                    self.collectives.allreduce(
+                        x, mode=self.mode, tag=tag, layer=layer, num_layers=self.num_layers, average=self.average
+                    )
+                self.bytes_sent += x.nbytes
+                with torch.cuda.device(tensor.device), torch.cuda.stream(copies.h2d):
+                    copies.to_device(host, tensor, key)
+                    fut.set_result(tensor)  # records an event on copies.h2d, which DDP's wait() waits for
+            except BaseException as exc:  # surfaced to DDP through the future
+                fut.set_exception(exc)  # type: ignore[arg-type]
+            else:
+                if (tl := self.timeline) is not None:
+                    tl.at("bucket", handed, start, time.monotonic(), tensor.numel() * tensor.element_size(), layer)
+
+        self._executor.submit(run)
+        return fut
+
     def loss_stats(self) -> dict[str, object]:
         """Received loss per layer and per priority class, and sender-side loss per drop class."""
         asm = self.session.endpoint.asm.stats.as_dict()
@@ -218,7 +347,10 @@ class DLCPState:
 def dlcp_hook(state: DLCPState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """DDP communication hook: bounded-loss, priority-tagged all-reduce of one gradient bucket."""
     layer = state.layer_of(list(bucket.parameters()))
-    return state.submit(bucket.buffer(), layer, tag=("bucket", bucket.index()), last=bucket.is_last())
+    tensor = bucket.buffer()
+    if tensor.is_cuda:
+        return state.submit_cuda(tensor, layer, tag=("bucket", bucket.index()), key=bucket.index())
+    return state.submit(tensor, layer, tag=("bucket", bucket.index()), last=bucket.is_last())
 
 
-__all__ = ["DLCPState", "dlcp_hook"]
+__all__ = ["CudaCopies", "DLCPState", "HostBuffers", "dlcp_hook"]

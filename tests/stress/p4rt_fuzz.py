@@ -91,7 +91,7 @@ class Requests:
         import finsy as fy
         from finsy.proto import U128, p4r
 
-        from dlcp.p4.build import COMMITTED_P4INFO
+        from dlcp.p4.paths import COMMITTED_P4INFO
 
         self.rng = rng
         self.p4r = p4r

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from testbed_support import dlcp, namespaces_of, star, unique_name
 
-from dlcp.testbed import layout, probe, spec, traffic
+from dlcp.testbed import counters, layout, probe, spec, traffic
 from dlcp.testbed.jobs import new_folder, run_job, train_command
 from dlcp.testbed.lifecycle import SIMPLE_SWITCH_GRPC
 from dlcp.testbed.lifecycle import Testbed as Fabric
@@ -39,15 +40,31 @@ def test_ping_and_udp_through_a_bmv2_star(tmp_path: Path) -> None:
             assert probe.ping(h1, hosts[other].ip, count=2).ok
         assert probe.ping(h1, "10.0.0.250", count=1, timeout_s=0.3).received == 0
         assert probe.udp(h1, layout.host_ns(tb.name, "h3"), hosts["h3"].ip, count=50, size=1000) == 50
-        # The links' rates and buffers: set over Thrift, or said not to be (this recipe's build has no Thrift).
+        # The links' rates and buffers: set over Thrift, or (this recipe's build has no Thrift) said not to be and
+        # carried out by a kernel tbf queue on each of the switch's ports instead.
         state = tb.store.load(tb.name)
         assert state is not None
         log = (tb.dir / "controller.log").read_text()
         assert '"queues": [' in log or (
             len(state.warnings) == 1 and "NOT applied" in state.warnings[0] and "Thrift" in state.warnings[0]
-        ), (log, state.warnings)
+            and "kernel tbf queue" in state.warnings[0]
+        ), (log, state.warnings)  # fmt: skip
+        if '"queues": [' not in log:
+            shown = subprocess.run(["tc", "-n", layout.switch_ns(tb.name), "qdisc", "show"], capture_output=True,
+                                   text=True, check=True).stdout  # fmt: skip
+            for port in ("1", "2", "3"):
+                assert re.search(rf"qdisc tbf 1: dev {state.switches['s1']['ports'][port]} root .*rate 1Gbit", shown), (
+                    shown
+                )
         r = dlcp("testbed", "status")
         assert all(f"warning: {w}" in r.stdout for w in state.warnings)
+        # The counters a run records: BMv2's P4 counters (read by the controller) and its ports' kernel counters,
+        # in the software switch's shape. The 50 datagrams to h3 left by port 3.
+        doc = counters.summary(counters.fetch_all(state))
+        ports = doc["switches"]["s1"]
+        assert "error" not in ports, ports
+        assert ports["3"]["sent"] >= 50 and ports["1"]["rx"] >= 50, ports
+        assert doc["dropped"] == doc["trimmed"] == 0
     assert namespaces_of(tb.name) == [] and not Path(f"/proc/{sw.pid}").exists()
 
 
