@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import sys
 import time
 from dataclasses import asdict, dataclass
 from datetime import timedelta
@@ -63,6 +64,9 @@ class TrainConfig:
     the iteration after each measurement is left out of the iteration-time statistics (the others waited)."""
     eval_samples: int = 512
     """Test samples of each measurement during training (at most the test set)."""
+    progress: bool = False
+    """Each rank writes ``dlcp train: rank R: iteration I of N`` to stderr after every iteration (how the testbed's
+    fault scenarios see that training runs)."""
 
     def __post_init__(self) -> None:
         checks.at_least("--workers", self.workers, 1)
@@ -93,6 +97,9 @@ class TrainConfig:
         """Training iterations: whole global batches per epoch, times the epochs."""
         return self.epochs * (self.train_samples // (self.workers * self.batch_size))
 
+
+PROGRESS_PREFIX = "dlcp train: "
+"""What each line of ``--progress`` starts with (:attr:`TrainConfig.progress`)."""
 
 WARMUP_ITERATIONS = 2
 """Iterations left out of the iteration-time statistics (p50, p99) of every backend: set-up, not training."""
@@ -265,11 +272,19 @@ def _rank_main(
             opt.zero_grad()
             objective = lossf(ddp(xb), yb)
             t_fwd = time.monotonic()
-            objective.backward()
+            try:
+                objective.backward()
+            except RuntimeError as exc:
+                if state is not None and state.error is not None:
+                    raise state.error from exc  # the transport's own error (a silent peer named), not DDP's wrapper
+                raise
             t_bwd = time.monotonic()
             opt.step()
             times.append(time.perf_counter() - start)
             timeline.at("iter", t_start, t_fwd, t_bwd, time.monotonic(), time.process_time())
+            if cfg.progress:
+                sys.stderr.write(f"{PROGRESS_PREFIX}rank {rank}: iteration {len(times)} of {cfg.epochs * steps}\n")
+                sys.stderr.flush()
             if cfg.eval_every and len(times) % cfg.eval_every == 0:
                 skipped.append(len(times))  # the next iteration waits for rank 0's measurement
                 if rank == 0:

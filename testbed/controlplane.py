@@ -19,6 +19,7 @@ import asyncio
 import logging
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -38,12 +39,14 @@ def for_bmv2(fabric: Fabric, program: str) -> Fabric:
     return replace(fabric, switches=switches)
 
 
-def configure(spec: TestbedSpec, timeout_s: float = 30.0) -> list[dict[str, Any]]:
-    """Apply the fabric and its jobs to every switch; raises with every switch that failed."""
+def configure(spec: TestbedSpec, timeout_s: float = 30.0, down: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Apply the fabric and its jobs to every switch; raises with every switch that failed.
+
+    ``down``: links known to be down (taken down by a fault scenario); routes and ECMP groups avoid them."""
     from dlcp.controller import apply
 
     logging.getLogger("finsy").setLevel(logging.ERROR)  # it warns on every connect that there is no gNMI
-    fabric = spec.fabric
+    fabric = spec.fabric.with_links_down(down) if down else spec.fabric
     bmv2 = spec.settings.switch == "bmv2"
     if bmv2:
         fabric = for_bmv2(fabric, str(layout.bmv2_program(spec.name)))
