@@ -99,7 +99,7 @@ def chosen(kind: str, text: str | None, known: Sequence[str]) -> tuple[str, ...]
         raise ValueError(f"--{kind}: give at least one of {', '.join(known)}")
     for n in names:
         if n not in known:
-            raise ValueError(f"--{kind} {n!r}: unknown; the choices are {', '.join(known)}")
+            raise ValueError(f"--{kind} {text}: {n!r} is not one; the choices are {', '.join(known)}")
     return names
 
 
@@ -238,7 +238,7 @@ def iterations_of(stderr: Path) -> int:
     """The last iteration a rank reported finished (``dlcp train --progress``), 0 if none."""
     try:
         with open(stderr, "rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 65536))  # past a traceback
             tail = f.read().decode(errors="replace")
     except OSError:
         return 0
