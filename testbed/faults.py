@@ -40,7 +40,7 @@ from typing import Any
 
 from dlcp.controller.model import Fabric
 from dlcp.host.train import PROGRESS_PREFIX
-from dlcp.testbed import layout
+from dlcp.testbed import counters, layout
 from dlcp.testbed import spec as spec_mod
 from dlcp.testbed.jobs import last_json, start_ranks, stop_groups, train_command
 from dlcp.testbed.lifecycle import Testbed, TestbedError, host_popen, our_namespaces, python_argv
@@ -162,6 +162,9 @@ class FaultRun:
     ranks: list[RankOutcome] = field(default_factory=list)
     events: dict[str, float] = field(default_factory=dict)
     """Seconds after the fault: ``switch_started``, ``reconciled``, ``links_down``, ``rerouted``."""
+    spine_bytes: dict[str, dict[str, int]] = field(default_factory=dict)
+    """spine-down: bytes each spine sent, counted from the fault (``rerouted``: until the controller rerouted;
+    ``after``: from then to the end of the run)."""
     leftovers: list[str] = field(default_factory=list)
     error: str | None = None
     """The run could not be carried out (a fabric that did not build, ranks that did not reach the fault)."""
@@ -215,6 +218,7 @@ class FaultRun:
             "scenario": self.scenario, "way": self.way, "repeat": self.repeat, "user_sees": self.user_sees,
             "time_s": self.time_s, "bound_s": self.bound_s, "within_bound": self.within_bound, "hung": self.hung,
             "replicas": self.replicas, "leftovers": self.leftovers, "events": self.events, "error": self.error,
+            "spine_bytes": self.spine_bytes,
             "ranks": [dataclasses.asdict(r) for r in self.ranks], "folder": self.folder,
         }  # fmt: skip
 
@@ -297,6 +301,17 @@ def _applied_since(folder: Path, switch: str, since_wall: float) -> float | None
     return None
 
 
+def sent_bytes(tb: Testbed, switches: Sequence[str]) -> dict[str, int]:
+    """Bytes each of ``switches`` has sent, over all its ports (its statistics socket)."""
+    state = tb.store.load(tb.name)
+    docs = counters.fetch_all(state) if state is not None else {}
+    return {
+        name: sum(p["sent_bytes"] for p in counters.port_totals(docs[name]).values())
+        for name in switches
+        if name in docs and "error" not in docs[name]
+    }
+
+
 def spine_links(fabric: Fabric, spine: str) -> list[str]:
     """The links of switch ``spine``."""
     return [name for name, link in fabric.links.items() if any(end[0] == spine for end in link.ends)]
@@ -313,6 +328,8 @@ class _Injector(threading.Thread):
         self.wall0 = 0.0
         self.events: dict[str, float] = {}
         self.victim: int | None = None
+        self.spines = [n for n in tb.spec.fabric.switches if n.startswith("spine")]
+        self.bytes: dict[str, dict[str, int]] = {}
         self.error: BaseException | None = None
         if fault.name == "worker-kill":
             self.victim = max(procs)
@@ -337,10 +354,12 @@ class _Injector(threading.Thread):
                 self.mark("switch_started")
             elif self.fault.name == "spine-down":
                 links = spine_links(self.tb.spec.fabric, DOWN_SPINE)
+                self.bytes["fault"] = sent_bytes(self.tb, self.spines)
                 self.tb.set_links(links, up=False)
                 self.mark("links_down")
                 self.tb.apply(down=links)
                 self.mark("rerouted")
+                self.bytes["rerouted"] = sent_bytes(self.tb, self.spines)
         except BaseException as exc:  # reported with the run
             self.error = exc
 
@@ -388,6 +407,13 @@ def run_one(
             if done is not None:
                 run.events["reconciled"] = round(done - injector.wall0, 3)
         run.events.update(injector.events)
+        if {"fault", "rerouted"} <= set(injector.bytes):
+            end = sent_bytes(tb, injector.spines)
+            at, mid = injector.bytes["fault"], injector.bytes["rerouted"]
+            run.spine_bytes = {
+                "rerouted": {n: mid[n] - at[n] for n in mid if n in at},
+                "after": {n: end[n] - mid[n] for n in end if n in mid},
+            }
     except (TestbedError, TimeoutError, OSError, KeyError, ValueError) as exc:
         run.error = str(exc)
         say(f"{fault.name} {way.key} [{repeat}]: could not run: {exc}")
@@ -506,6 +532,7 @@ def report(
                 "not_run": sum(r.error is not None for r in mine),
                 "time_s": [min(times), max(times)] if times else None,
                 "outcomes": [r.user_sees for r in mine],
+                "spine_bytes_after": [r.spine_bytes.get("after") for r in mine] if name == "spine-down" else None,
             })  # fmt: skip
     totals = {k: sum(row[k] for row in rows) for k in ("hangs", "divergent", "left_behind", "over_bound",
                                                        "unnamed_errors", "not_run")}  # fmt: skip

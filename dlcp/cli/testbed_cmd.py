@@ -553,6 +553,13 @@ def render_faults(report: dict[str, Any]) -> str:
         seen = " | ".join(o.splitlines()[0][:70] for o in row["outcomes"])
         out.append(f"{row['scenario']:16}{row['way']:6}{row['completed']:>10}{row['named_errors']:>8}{row['hangs']:>7}"
                    f"{row['divergent']:>10}{row['left_behind']:>6}{span:>12}  {seen}\n")  # fmt: skip
+    for row in report["summary"]:
+        if row.get("spine_bytes_after"):
+            sent = " | ".join(
+                ", ".join(f"{n} {v / 1e6:.1f} MB" for n, v in sorted(doc.items())) if doc else "-"
+                for doc in row["spine_bytes_after"]
+            )
+            out.append(f"  spine-down {row['way']}: sent by each spine after the reroute (per repeat): {sent}\n")
     bound = report["config"]["bound_slack_s"]
     t = report["totals"]
     out.append(
