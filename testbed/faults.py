@@ -148,6 +148,8 @@ class RankOutcome:
     """Iterations it reported finished (``--progress``)."""
     digest: float | None = None
     """Its final parameter checksum (completed ranks)."""
+    longest_iteration_s: float | None = None
+    """Its longest training iteration (completed ranks): where training resumed, what the fault cost."""
 
 
 @dataclass
@@ -196,6 +198,12 @@ class FaultRun:
         return max(r.after_fault_s or 0.0 for r in self.survivors)
 
     @property
+    def stall_s(self) -> float | None:
+        """The longest iteration of any survivor that completed (None: none completed)."""
+        found = [r.longest_iteration_s for r in self.survivors if r.longest_iteration_s is not None]
+        return max(found) if found else None
+
+    @property
     def replicas(self) -> str:
         """``identical``, ``divergent`` (survivors that completed ended with different parameters) or ``n/a``
         (fewer than two completed)."""
@@ -216,7 +224,8 @@ class FaultRun:
     def as_dict(self) -> dict[str, Any]:
         return {
             "scenario": self.scenario, "way": self.way, "repeat": self.repeat, "user_sees": self.user_sees,
-            "time_s": self.time_s, "bound_s": self.bound_s, "within_bound": self.within_bound, "hung": self.hung,
+            "time_s": self.time_s, "stall_s": self.stall_s, "bound_s": self.bound_s, "within_bound": self.within_bound,
+            "hung": self.hung,
             "replicas": self.replicas, "leftovers": self.leftovers, "events": self.events, "error": self.error,
             "spine_bytes": self.spine_bytes,
             "ranks": [dataclasses.asdict(r) for r in self.ranks], "folder": self.folder,
@@ -478,6 +487,7 @@ def _await_ranks(
             doc = last_json(folder / f"rank{out.rank}.out")
             if isinstance(doc, dict) and "param_digest" in doc:
                 out.digest = float(doc["param_digest"])
+                out.longest_iteration_s = round(max(doc.get("times") or [0.0]), 3)
                 (folder / f"rank{out.rank}.json").write_text(json.dumps(doc))
         else:
             out.outcome = "error"
@@ -531,6 +541,7 @@ def report(
                 "over_bound": sum(r.within_bound is False for r in mine),
                 "not_run": sum(r.error is not None for r in mine),
                 "time_s": [min(times), max(times)] if times else None,
+                "stall_s": [min(stalls), max(stalls)] if (stalls := [r.stall_s for r in mine if r.stall_s]) else None,
                 "outcomes": [r.user_sees for r in mine],
                 "spine_bytes_after": [r.spine_bytes.get("after") for r in mine] if name == "spine-down" else None,
             })  # fmt: skip

@@ -546,13 +546,14 @@ def _faults(args: argparse.Namespace) -> int:
 def render_faults(report: dict[str, Any]) -> str:
     """The fault report as text: per scenario and way, what the user saw in each repeat, then the totals."""
     out = [f"{'scenario':16}{'way':6}{'completed':>10}{'errors':>8}{'hangs':>7}{'diverged':>10}{'left':>6}"
-           f"{'time s':>12}  what the user saw (per repeat)\n"]  # fmt: skip
+           f"{'time s':>12}{'stall s':>11}  what the user saw (per repeat)\n"]  # fmt: skip
     for row in report["summary"]:
         t = row["time_s"]
         span = "-" if t is None else f"{t[0]:.1f}-{t[1]:.1f}"
+        stall = "-" if row["stall_s"] is None else f"{row['stall_s'][0]:.1f}-{row['stall_s'][1]:.1f}"
         seen = " | ".join(o.splitlines()[0][:70] for o in row["outcomes"])
         out.append(f"{row['scenario']:16}{row['way']:6}{row['completed']:>10}{row['named_errors']:>8}{row['hangs']:>7}"
-                   f"{row['divergent']:>10}{row['left_behind']:>6}{span:>12}  {seen}\n")  # fmt: skip
+                   f"{row['divergent']:>10}{row['left_behind']:>6}{span:>12}{stall:>11}  {seen}\n")  # fmt: skip
     for row in report["summary"]:
         if row.get("spine_bytes_after"):
             sent = " | ".join(
