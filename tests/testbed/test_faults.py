@@ -102,6 +102,7 @@ def test_leftovers_name_a_namespace_and_a_process_of_the_fabric() -> None:
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_switch_restart_and_worker_kill_at_the_short_size(tmp_path: Path) -> None:
     r = dlcp("testbed", "faults", "--short", "--repeat", "1", "--scenarios", "switch-restart,worker-kill",
              "--ways", "ring,gloo", "--json", "--out", str(tmp_path), timeout=900)  # fmt: skip
