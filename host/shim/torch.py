@@ -176,6 +176,9 @@ class DLCPState:
         handed = time.monotonic()
 
         def run() -> None:
+            if self.error is not None:  # an earlier bucket's exchange failed: this one cannot complete either,
+                fut.set_result(_Failed(self.error))  # type: ignore[arg-type]  # and must not wait out a timeout again
+                return
             start = time.monotonic()
             try:
                 result = self.allreduce(tensor, layer, tag)
