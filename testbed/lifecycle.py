@@ -440,7 +440,7 @@ class Testbed:
     def kill_switch(self, name: str) -> int:
         """SIGKILL switch ``name``'s process (as a crash would end it) and wait until it is gone; returns its pid.
 
-        Its ports (veths), the tables it held and its statistics socket die with it or go stale."""
+        The tables it held die with it and its statistics socket goes stale; its ports (veths) stay."""
         self.state = state = self.store.load(self.name) or self.state  # others may have recorded processes
         live = [p for p in state.live_switches() if p.name == name]
         if not live:
