@@ -83,7 +83,7 @@ def test_a_failed_exchange_names_its_error_and_fails_later_buckets_at_once() -> 
     sessions = [Session(None, ep, Collectives(ep, world)) for ep in eps]  # type: ignore[arg-type]
     state = DLCPState(sessions[0])
     try:
-        with pytest.raises(RuntimeError, match="PeerTimeoutError: peer rank 1 .* silent"):
+        with pytest.raises(RuntimeError, match=r"PeerTimeoutError: peer rank 1 .* silent"):
             state.submit(torch.ones(5000), 0, ("bucket", 0)).wait()
         assert isinstance(state.error, PeerTimeoutError) and state.error.rank == 1
         start = time.monotonic()
