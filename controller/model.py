@@ -7,7 +7,8 @@ reads these; nothing re-parses TOML.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from dlcp.config import DLCPConfig
@@ -142,6 +143,8 @@ class Fabric:
     links: dict[str, LinkSpec]
     jobs: dict[int, JobSpec]
     source: str = "<config>"
+    down: frozenset[str] = frozenset()
+    """Links known to be down: paths (and so routes and ECMP groups) avoid them (:meth:`with_links_down`)."""
 
     def link_of(self, switch: str, port: int) -> LinkSpec:
         return self.links[self.switches[switch].ports[port]]
@@ -161,8 +164,17 @@ class Fabric:
 
     def without_job(self, job_id: int) -> Fabric:
         return Fabric(
-            self.switches, self.hosts, self.links, {k: v for k, v in self.jobs.items() if k != job_id}, self.source
-        )
+            self.switches, self.hosts, self.links, {k: v for k, v in self.jobs.items() if k != job_id}, self.source,
+            self.down,
+        )  # fmt: skip
+
+    def with_links_down(self, names: Iterable[str]) -> Fabric:
+        """The fabric with links ``names`` known to be down (a :class:`KeyError` names one it does not have)."""
+        names = frozenset(names)
+        unknown = sorted(names - set(self.links))
+        if unknown:
+            raise KeyError(f"no link {', '.join(unknown)} in {self.source} (links: {', '.join(self.links)})")
+        return replace(self, down=self.down | names)
 
 
 def mac_text(mac: int) -> str:

@@ -22,9 +22,11 @@ class Paths:
     def __init__(self, fabric: Fabric) -> None:
         self.fabric = fabric
         self.adjacent: dict[str, list[tuple[int, str]]] = {name: [] for name in fabric.switches}
-        """Switch -> (port, neighbour switch) for every switch-to-switch link."""
+        """Switch -> (port, neighbour switch) for every switch-to-switch link that is not down."""
         for name, sw in fabric.switches.items():
             for port in sorted(sw.ports):
+                if sw.ports[port] in fabric.down:
+                    continue
                 peer, peer_port = fabric.peer(name, port)
                 if peer_port is not None:
                     self.adjacent[name].append((port, peer))

@@ -1,7 +1,7 @@
 """``dlcp controller run``: stay connected to every switch as primary and keep it configured.
 
-Each switch runs in finsy's own life cycle (``Switch.run``: reconnect, arbitrate,
-push DLCP's program when the switch has none). Whenever a switch becomes ready as
+Each switch is kept connected through finsy (arbitrate, push DLCP's program when the
+switch has none), reconnecting within :data:`RECONNECT_S` of a lost connection. Whenever a switch becomes ready as
 primary (first contact, after it restarted with empty tables, after this controller
 regains primacy) the controller reads it and writes the difference, then checks it
 again every ``interval`` seconds. finsy cancels that work the moment another
@@ -73,7 +73,7 @@ async def run(
         _Keeper(fabric.switches[name], wanted[name], on_event, election_id, timeout, interval)
         for name in switches or fabric.switches
     ]
-    tasks = [asyncio.create_task(k.sw.run(), name=f"dlcp-controller:{k.spec.name}") for k in keepers]
+    tasks = [asyncio.create_task(k.keep(), name=f"dlcp-controller:{k.spec.name}") for k in keepers]
     watch = [asyncio.create_task(k.watch()) for k in keepers]
     try:
         if stop is None:
@@ -84,6 +84,12 @@ async def run(
         for t in tasks + watch:
             t.cancel()
         await asyncio.gather(*tasks, *watch, return_exceptions=True)
+
+
+RECONNECT_S = 0.5
+"""How soon a switch that cannot be reached, or whose connection was lost, is tried again. finsy's own life cycle
+(``Switch.run``) waits 10 s after an attempt that failed within 2 s, which is what a switch that is restarting
+gives; its tables would stay empty that long, longer than the hosts' peer timeout (5 s)."""
 
 
 class _Keeper:
@@ -108,6 +114,19 @@ class _Keeper:
         self.sw.ee.on(fy.SwitchEvent.BECOME_BACKUP, self._backup)
         self.sw.ee.on(fy.SwitchEvent.BECOME_PRIMARY, self._primary)
         self.sw.ee.on(fy.SwitchEvent.CHANNEL_DOWN, self._down)
+        self._lost = asyncio.Event()
+
+    async def keep(self) -> None:
+        """Stay connected: connect, arbitrate (finsy; the ready handler reconciles), wait until the channel goes
+        down, and connect again; an attempt that fails is retried after :data:`RECONNECT_S`."""
+        while True:
+            self._lost.clear()
+            try:
+                async with self.sw:
+                    await self._lost.wait()
+            except Exception as exc:  # any failure to connect: the switch is not (yet) there
+                log.debug("%s: connection failed: %s", describe(self.spec), exc)
+            await asyncio.sleep(RECONNECT_S)
 
     def _backup(self, sw: fy.Switch) -> None:
         self.emit(
@@ -120,6 +139,7 @@ class _Keeper:
         self.emit("primary", f"{describe(self.spec)}: primary again (election id {sw.election_id}); reconciling")
 
     def _down(self, sw: fy.Switch) -> None:
+        self._lost.set()
         self.emit("down", f"{describe(self.spec)}: connection lost; it is reconfigured when it comes back")
 
     async def watch(self) -> None:

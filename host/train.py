@@ -17,6 +17,7 @@ gloo's TCP point-to-point, :mod:`dlcp.host.gloo_ps`) or by DLCP's hook.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from dataclasses import asdict, dataclass
 from datetime import timedelta
@@ -75,6 +76,9 @@ class TrainConfig:
     device: str = "cpu"
     """``cuda``: the model and its gradients on a CUDA device (rank r on device r modulo the devices), DLCP's
     hook copying each bucket through pinned host memory (:mod:`dlcp.host.shim.torch`)."""
+    progress: bool = False
+    """Each rank writes ``dlcp train: rank R: iteration I of N`` to stderr after every iteration (how the testbed's
+    fault scenarios see that training runs)."""
 
     def __post_init__(self) -> None:
         checks.at_least("--workers", self.workers, 1)
@@ -148,6 +152,9 @@ def cuda_missing() -> str | None:
         return f"CUDA is not available here ({build}, torch.cuda.is_available() is False)"
     return None
 
+
+PROGRESS_PREFIX = "dlcp train: "
+"""What each line of ``--progress`` starts with (:attr:`TrainConfig.progress`)."""
 
 WARMUP_ITERATIONS = 2
 """Iterations left out of the iteration-time statistics (p50, p99) of every backend: set-up, not training."""
@@ -327,13 +334,21 @@ def _rank_main(
             opt.zero_grad()
             value = objective(ddp(xb), yb)
             t_fwd = time.monotonic()
-            value.backward()
+            try:
+                value.backward()
+            except RuntimeError as exc:
+                if state is not None and state.error is not None:
+                    raise state.error from exc  # the transport's own error (a silent peer named), not DDP's wrapper
+                raise
             t_bwd = time.monotonic()
             opt.step()
             if device.type == "cuda":
                 torch.cuda.synchronize(device)  # the iteration's time includes its kernels
             times.append(time.perf_counter() - start)
             timeline.at("iter", t_start, t_fwd, t_bwd, time.monotonic(), time.process_time())
+            if cfg.progress:
+                sys.stderr.write(f"{PROGRESS_PREFIX}rank {rank}: iteration {len(times)} of {cfg.epochs * steps}\n")
+                sys.stderr.flush()
             if cfg.eval_every and len(times) % cfg.eval_every == 0:
                 skipped.append(len(times))  # the next iteration waits for rank 0's measurement
                 if rank == 0:

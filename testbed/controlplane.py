@@ -23,6 +23,7 @@ import logging
 import socket
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -45,12 +46,14 @@ def for_bmv2(fabric: Fabric, program: str) -> Fabric:
     return replace(fabric, switches=switches)
 
 
-def configure(spec: TestbedSpec, timeout_s: float = 30.0) -> list[dict[str, Any]]:
-    """Apply the fabric and its jobs to every switch; raises with every switch that failed."""
+def configure(spec: TestbedSpec, timeout_s: float = 30.0, down: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Apply the fabric and its jobs to every switch; raises with every switch that failed.
+
+    ``down``: links known to be down (taken down by a fault scenario); routes and ECMP groups avoid them."""
     from dlcp.controller import apply
 
     logging.getLogger("finsy").setLevel(logging.ERROR)  # it warns on every connect that there is no gNMI
-    fabric = spec.fabric
+    fabric = spec.fabric.with_links_down(down) if down else spec.fabric
     bmv2 = spec.settings.switch == "bmv2"
     if bmv2:
         fabric = for_bmv2(fabric, str(layout.bmv2_program(spec.name)))
@@ -102,9 +105,10 @@ def bmv2_queues(fabric: Fabric, timeout_s: float) -> dict[str, dict[str, Any]]:
     return out
 
 
-def argv(fabric: str | Path, switch: str) -> list[str]:
-    """The controller process's command line: configure the switches (of kind ``switch``) of a fabric file."""
-    return module_argv(__name__, str(fabric), switch)
+def argv(fabric: str | Path, switch: str, down: Sequence[str] = ()) -> list[str]:
+    """The controller process's command line: configure the switches (of kind ``switch``) of a fabric file, routing
+    around the links ``down``."""
+    return module_argv(__name__, str(fabric), switch, *down)
 
 
 def main(args: list[str] | None = None) -> int:
@@ -114,15 +118,20 @@ def main(args: list[str] | None = None) -> int:
     """
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     given = sys.argv[1:] if args is None else args
-    if len(given) != 2 or given[1] not in SWITCH_KINDS:
-        print(f"usage: {__name__} FABRIC {{{','.join(SWITCH_KINDS)}}}", file=sys.stderr)
+    if len(given) < 2 or given[1] not in SWITCH_KINDS:
+        print(f"usage: {__name__} FABRIC {{{','.join(SWITCH_KINDS)}}} [DOWN-LINK ...]", file=sys.stderr)
         return 2
     try:
         spec = load_spec(given[0], switch=given[1])  # type: ignore[arg-type]
     except SpecError as exc:
         print(exc, file=sys.stderr)
         return 2
-    sys.stdout.write(json.dumps(configure(spec)) + "\n")
+    down = given[2:]
+    unknown = [name for name in down if name not in spec.fabric.links]
+    if unknown:
+        print(f"{unknown[0]}: no such link in {spec.path} (links: {', '.join(spec.fabric.links)})", file=sys.stderr)
+        return 2
+    sys.stdout.write(json.dumps(configure(spec, down=down)) + "\n")
     return 0
 
 

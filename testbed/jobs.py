@@ -167,7 +167,7 @@ def rendezvous_order(spec: TestbedSpec, hosts: Sequence[str]) -> list[str]:
     return sorted(hosts, key=lambda h: spec.fabric.hosts[h].ip)
 
 
-def _last_json(path: Path) -> Any:
+def last_json(path: Path) -> Any:
     try:
         lines = path.read_text(errors="replace").splitlines()
     except OSError:
@@ -180,14 +180,14 @@ def _last_json(path: Path) -> Any:
     return None
 
 
-def _tail(path: Path, lines: int = 20) -> str:
+def output_tail(path: Path, lines: int = 20) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
 
 
-def _stop(procs: dict[int, subprocess.Popen[bytes]], grace_s: float = 5.0) -> None:
+def stop_groups(procs: dict[int, subprocess.Popen[bytes]], grace_s: float = 5.0) -> None:
     """SIGTERM each process group still running, SIGKILL after ``grace_s``."""
     for p in procs.values():
         if p.poll() is None:
@@ -247,6 +247,40 @@ def new_folder(out: Path, label: str) -> Path:
     return folder
 
 
+def start_ranks(
+    tb: Testbed,
+    command: Sequence[str],
+    folder: Path,
+    job_id: int | None,
+    procs: dict[int, subprocess.Popen[bytes]],
+    started: dict[int, float],
+    *,
+    torchrun: bool = False,
+) -> list[RankResult]:
+    """Start ``command`` once per rank of the job, each in its host's namespace and in a process group of its own
+    (output in ``folder``); fills ``procs`` and ``started`` (rank -> process, start time) as each starts, so that
+    a caller's ``finally`` can stop what did start. ``torchrun``: each host runs ``command`` under its own
+    ``torchrun`` node (:func:`torchrun_argv`)."""
+    spec = tb.spec
+    job, hosts = job_hosts(spec, job_id)
+    job_file = write_job_file(spec, job, folder) if job is not None else None
+    fab = spec.fabric
+    ranks = [RankResult(r, h, fab.hosts[h].ip) for r, h in enumerate(hosts)]
+    for r in ranks:
+        subs = {"rank": r.rank, "world": len(hosts), "host": r.host, "ip": r.ip, "master": ranks[0].ip}
+        argv = [fill(a, subs) for a in command]
+        if torchrun:
+            argv = torchrun_argv(spec, hosts, r.rank, f"{spec.name}-{folder.name}") + argv
+        env = rank_env(spec, hosts, r.rank, job_file)
+        with open(folder / f"rank{r.rank}.out", "wb") as out, open(folder / f"rank{r.rank}.err", "wb") as err:
+            procs[r.rank] = tb.popen(
+                r.host, argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
+            )
+        started[r.rank] = time.monotonic()
+        log.info("rank %d on %s: %s", r.rank, r.host, shlex.join(argv))
+    return ranks
+
+
 def run_job(
     tb: Testbed,
     command: Sequence[str],
@@ -267,9 +301,6 @@ def run_job(
     if torchrun and progress and rendezvous_order(spec, hosts) != list(hosts):
         progress(f"torch's rendezvous numbers the nodes {', '.join(rendezvous_order(spec, hosts))} (by address), "
                  f"not in the job's order {', '.join(hosts)}")  # fmt: skip
-    job_file = write_job_file(spec, job, folder) if job is not None else None
-    fab = spec.fabric
-    ranks = [RankResult(r, h, fab.hosts[h].ip) for r, h in enumerate(hosts)]
     state = tb.store.load(tb.name)
     before_docs = counters.fetch_all(state) if state is not None else {}
     before = counters.summary(before_docs) if state is not None else {}
@@ -277,18 +308,7 @@ def run_job(
     procs: dict[int, subprocess.Popen[bytes]] = {}
     started: dict[int, float] = {}
     try:
-        for r in ranks:
-            subs = {"rank": r.rank, "world": len(hosts), "host": r.host, "ip": r.ip, "master": ranks[0].ip}
-            argv = [fill(a, subs) for a in command]
-            if torchrun:
-                argv = torchrun_argv(spec, hosts, r.rank, f"{spec.name}-{folder.name}") + argv
-            env = rank_env(spec, hosts, r.rank, job_file)
-            with open(folder / f"rank{r.rank}.out", "wb") as out, open(folder / f"rank{r.rank}.err", "wb") as err:
-                procs[r.rank] = tb.popen(
-                    r.host, argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
-                )
-            started[r.rank] = time.monotonic()
-            log.info("rank %d on %s: %s", r.rank, r.host, shlex.join(argv))
+        ranks = start_ranks(tb, command, folder, job_id, procs, started, torchrun=torchrun)
         if progress:
             progress(f"{len(hosts)} ranks running on {', '.join(hosts)}")
         deadline = time.monotonic() + timeout_s
@@ -299,21 +319,21 @@ def run_job(
                     ranks[rank].returncode = rc
                     ranks[rank].seconds = time.monotonic() - started[rank]
                     if rc != 0:
-                        _stop(procs)
-                        raise WorkerFailed(rank, ranks[rank].host, rc, _tail(folder / f"rank{rank}.err"))
+                        stop_groups(procs)
+                        raise WorkerFailed(rank, ranks[rank].host, rc, output_tail(folder / f"rank{rank}.err"))
             if time.monotonic() > deadline:
-                _stop(procs)
+                stop_groups(procs)
                 raise TimeoutError(f"the job did not finish within {timeout_s:.0f} s (--timeout); see {folder}")
             time.sleep(0.1)
     finally:
-        _stop(procs)
+        stop_groups(procs)
     for r in ranks:
         rc = procs[r.rank].returncode
         if r.returncode is None:
             r.returncode, r.seconds = rc, time.monotonic() - started[r.rank]
         if rc != 0:
-            raise WorkerFailed(r.rank, r.host, rc, _tail(folder / f"rank{r.rank}.err"))
-        r.output = _last_json(folder / f"rank{r.rank}.out")
+            raise WorkerFailed(r.rank, r.host, rc, output_tail(folder / f"rank{r.rank}.err"))
+        r.output = last_json(folder / f"rank{r.rank}.out")
         if r.output is not None:
             (folder / f"rank{r.rank}.json").write_text(json.dumps(r.output))
     result = RunResult(folder, list(command), ranks)

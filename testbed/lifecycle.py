@@ -37,10 +37,10 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from pyroute2 import netns
+from pyroute2 import NetNS, netns
 
 from dlcp.testbed import bmv2, controlplane, layout, shaping, tomlout
-from dlcp.testbed.netns import Namespace, popen_in
+from dlcp.testbed.netns import Namespace, inside, popen_in
 from dlcp.testbed.spec import TestbedSpec
 from dlcp.testbed.state import FabricState, ProcessRecord, StateStore, start_ticks
 from dlcp.testbed.switch import process as switch_process
@@ -388,19 +388,20 @@ class Testbed:
     def _stats_path(self, switch: str, device_id: int) -> Path:
         return switch_stats.socket_path(self._stats_dir(switch), device_id)
 
-    def _start_switches(self) -> None:
-        sw_ns = self._namespaces[layout.switch_ns(self.name)]
+    def _start_switches(self, only: str | None = None) -> None:
+        """Start every switch (``only``: that one) and wait until each is up."""
+        sw_ns = layout.switch_ns(self.name)
         procs: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
         for plan in layout.plan(self.spec):
+            if only is not None and plan.name != only:
+                continue
             log_path = self.dir / f"{plan.name}.log"
             argv = self._switch_argv(plan)
             log.debug("switch %s: %s", plan.name, " ".join(argv))
-            with open(log_path, "wb") as out:
-                proc = sw_ns.popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                   start_new_session=True)  # fmt: skip
-            self.state.processes.append(
-                ProcessRecord("switch", plan.name, proc.pid, start_ticks(proc.pid) or 0, sw_ns.name)
-            )
+            with open(log_path, "ab") as out:
+                proc = host_popen(sw_ns, argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)  # fmt: skip
+            self.state.processes.append(ProcessRecord("switch", plan.name, proc.pid, start_ticks(proc.pid) or 0, sw_ns))
             self.store.save(self.state)
             procs[plan.name] = (proc, log_path)
         deadline = time.monotonic() + SWITCH_START_S
@@ -441,18 +442,75 @@ class Testbed:
             return Path(info["stats"]).exists()
         # Only gRPC: with --no-p4, BMv2 starts its Thrift server once the controller has pushed a program.
         host, _, port = info["grpc"].rpartition(":")
-        with self._namespaces[layout.switch_ns(self.name)].entered():
+        with inside(layout.switch_ns(self.name)):
             try:
                 socket.create_connection((host.strip("[]"), int(port)), timeout=0.5).close()
             except OSError:
                 return False
         return True
 
-    def apply(self) -> list[dict[str, Any]]:
-        """The controller writes every switch's tables (its process, inside the switch namespace).
+    # ---- faults (dlcp testbed faults) ----
+
+    def kill_switch(self, name: str) -> int:
+        """SIGKILL switch ``name``'s process (as a crash would end it) and wait until it is gone; returns its pid.
+
+        The tables it held die with it and its statistics socket goes stale; its ports (veths) stay."""
+        self.state = state = self.store.load(self.name) or self.state  # others may have recorded processes
+        live = [p for p in state.live_switches() if p.name == name]
+        if not live:
+            raise TestbedError(f"switch {name} of fabric {self.name} is not running")
+        pid = live[0].pid
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10.0
+        while live[0].alive() and time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)  # our child if this process brought the fabric up
+            time.sleep(0.01)
+        if live[0].alive():
+            raise TestbedError(f"switch {name} (pid {pid}) still runs 10 s after SIGKILL")
+        self.state.processes = [p for p in state.processes if p.pid != pid]
+        self.store.save(self.state)
+        return pid
+
+    def start_switch(self, name: str) -> None:
+        """Start switch ``name`` again as ``up`` started it (same ports, rates and buffers; empty tables) and wait
+        until it serves P4Runtime; the controller must then write its tables."""
+        self.state = self.store.load(self.name) or self.state
+        if name not in self.state.switches:
+            raise KeyError(f"no switch {name!r} in fabric {self.name} (switches: {', '.join(self.state.switches)})")
+        stats = self.state.switches[name].get("stats")
+        if stats:
+            with contextlib.suppress(FileNotFoundError):
+                Path(stats).unlink()  # left by the killed process: readiness is its reappearance
+        self._start_switches(only=name)
+
+    def set_links(self, names: Sequence[str], up: bool) -> list[str]:
+        """Take the switch-to-switch links ``names`` down (both veth ends, as a cut cable would) or bring them back
+        up; returns the interfaces. The switches' tables do not change: :meth:`apply` with ``down`` reroutes."""
+        fab = self.spec.fabric
+        interfaces = []
+        for link in names:
+            if link not in fab.links:
+                raise KeyError(f"no link {link!r} in fabric {self.name} (links: {', '.join(fab.links)})")
+            for sw, port in fab.links[link].ends:
+                if port is None:
+                    raise ValueError(f"link {link} ends at host {sw}: only links between switches are taken down")
+                interfaces.append(layout.interface(list(fab.switches).index(sw) + 1, port))
+        ns = NetNS(layout.switch_ns(self.name))
+        try:
+            for ifname in interfaces:
+                (index,) = ns.link_lookup(ifname=ifname)
+                ns.link("set", index=index, state="up" if up else "down")
+        finally:
+            ns.close()
+        return interfaces
+
+    def apply(self, down: Sequence[str] = ()) -> list[dict[str, Any]]:
+        """The controller writes every switch's tables (its process, inside the switch namespace); ``down``: links
+        known to be down, which routes and ECMP groups avoid.
 
         Returns its report per switch (:func:`dlcp.testbed.controlplane.configure`)."""
-        argv = controlplane.argv(self.spec.path, self.spec.settings.switch)
+        argv = controlplane.argv(self.spec.path, self.spec.settings.switch, down)
         proc = host_popen(layout.switch_ns(self.name), argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             out, err = proc.communicate(timeout=APPLY_TIMEOUT_S)

@@ -233,6 +233,15 @@ BAD: list[tuple[str, str]] = [
     ("controller clear {star} --job 99", "--job"),
     ("controller run {star} --interval nan", "--interval"),
     ("controller run {star} --interval 0", "--interval"),
+    # dlcp testbed faults
+    ("testbed faults --scenarios switch-restart,nope", "--scenarios"),
+    ("testbed faults --scenarios ,", "--scenarios"),
+    ("testbed faults --ways ring,foo", "--ways"),
+    ("testbed faults --repeat 0", "--repeat"),
+    ("testbed faults --fault-at 0", "--fault-at"),
+    ("testbed faults --hang-after 0", "--hang-after"),
+    ("testbed faults --samples 100", "--samples"),
+    ("testbed apply --down nolink {tbstar}", "--down"),
     # dlcp demo: a flag of the other demo is refused, not ignored unchecked
     ("demo --elems -1", "--elems"),
     ("demo --layers 3", "--layers"),
@@ -244,6 +253,7 @@ BAD: list[tuple[str, str]] = [
 
 # Lines whose error names the flag but not the value as the last word gives it.
 NAMED_ONLY = {
+    "testbed apply --down nolink {tbstar}",
     "protocol decode",
     "switch run",
     "sim run {bad_scenario}",
@@ -262,6 +272,7 @@ FILES = {
 }
 PATHS = {
     "star": ROOT / "docs/examples/star.toml",
+    "tbstar": ROOT / "docs/examples/testbed/star.toml",
     "scenario": ROOT / "simulations/figures/incast_tail/small.toml",
 }
 

@@ -1,10 +1,13 @@
 """The PyTorch DDP hook: layer mapping, replica consistency, loss accounting, accuracy parity."""
 
+import time
+
 import pytest
 import torch
 
 from dlcp.config import TransportConfig
 from dlcp.host.collectives import Collectives
+from dlcp.host.errors import PeerTimeoutError
 from dlcp.host.local import local_endpoints, run_ranks
 from dlcp.host.session import Session
 from dlcp.host.shim.torch import DLCPState
@@ -68,6 +71,28 @@ def test_allreduce_averages_and_copies_back() -> None:
     finally:
         for st, s in zip(states, sessions, strict=True):
             st.close()
+            s.close()
+
+
+def test_a_failed_exchange_names_its_error_and_fails_later_buckets_at_once() -> None:
+    """Rank 1 never joins: rank 0's first bucket waits out the peer timeout; DDP would see the transport's error by
+    its name, and the next bucket fails at once rather than waiting again (a backward of n buckets must not take
+    n timeouts)."""
+    world = 2
+    eps = local_endpoints(world, transport=TransportConfig(port=0, payload_bytes=1024, peer_timeout_s=0.5))
+    sessions = [Session(None, ep, Collectives(ep, world)) for ep in eps]  # type: ignore[arg-type]
+    state = DLCPState(sessions[0])
+    try:
+        with pytest.raises(RuntimeError, match=r"PeerTimeoutError: peer rank 1 .* silent"):
+            state.submit(torch.ones(5000), 0, ("bucket", 0)).wait()
+        assert isinstance(state.error, PeerTimeoutError) and state.error.rank == 1
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match="PeerTimeoutError: peer rank 1"):
+            state.submit(torch.ones(5000), 0, ("bucket", 1)).wait()
+        assert time.monotonic() - start < 0.4, "the second bucket waited for a timeout of its own"
+    finally:
+        state.close()
+        for s in sessions:
             s.close()
 
 

@@ -94,6 +94,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     ap = verbs.add_parser("apply", help="(re)write the switches' tables from the fabric file", formatter_class=fmt)
     fabric_arg(ap)
+    ap.add_argument(
+        "--down", action="append", default=[], metavar="LINK",
+        help="a link known to be down (repeatable): routes and ECMP groups avoid it",
+    )  # fmt: skip
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     ap.set_defaults(func=_reported(_apply))
 
@@ -160,6 +164,41 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     bb.add_argument("--out", default="out/testbed-bench", help="results folder (a run gets a subfolder)")
     bb.add_argument("--json", action="store_true", help="print the report as JSON")
     bb.set_defaults(func=_reported(_bench))
+
+    fa = verbs.add_parser(
+        "faults",
+        help="training through faults: a switch restarted, a spine's links down, a worker or the server killed",
+        description="Each scenario trains (dlcp train on the fabric) DLCP ring, DLCP PS and gloo all-reduce (DDP's "
+        "default), --repeat times each, on a fabric of its own, and injects its fault once every rank has finished "
+        "--fault-at iterations: switch-restart (the star's switch killed with SIGKILL and started again; the "
+        "controller reconciles it), spine-down (both links of spine1 of a leaf-spine down; the controller reroutes "
+        "over spine2), worker-kill (the last rank killed), server-kill (rank 0 killed: DLCP PS's parameter server, "
+        "the rendezvous host of ring and gloo). Reported per run: what the user sees (completion or the named "
+        "error) and when, ranks that hung, whether the replicas that completed are identical, and what the "
+        "fabric left behind once taken down. Exits 1 when any run hung, diverged, left something behind, failed "
+        "without naming an error or outside the bound, or could not be run (docs/testbed.md).",
+        formatter_class=fmt,
+    )
+    fa.add_argument(
+        "--scenarios",
+        metavar="LIST",
+        help="comma-separated: switch-restart, spine-down, worker-kill, server-kill (default: all)",
+    )
+    fa.add_argument("--ways", metavar="LIST", help="comma-separated: ring, ps, gloo (default: all)")
+    fa.add_argument("--repeat", type=int, default=3, help="runs of every scenario and way")
+    fa.add_argument("--samples", type=int, help="training samples, one epoch (default 4096; --short: 1152)")
+    fa.add_argument("--model", choices=("mlp", "mlp-wide"), help="model (default mlp-wide; --short: mlp)")
+    fa.add_argument("--fault-at", type=int, default=3, help="iterations every rank has finished at the fault")
+    fa.add_argument(
+        "--hang-after",
+        type=float,
+        default=60.0,
+        help="seconds after the fault after which a rank still running is hung",
+    )
+    fa.add_argument("--short", action="store_true", help="the CI size: mlp, 1152 samples (12 or 9 iterations)")
+    fa.add_argument("--out", default="out/testbed-faults", help="results folder (a run gets a subfolder)")
+    fa.add_argument("--json", action="store_true", help="print the report as JSON")
+    fa.set_defaults(func=_reported(_faults))
 
     xp = verbs.add_parser(
         "explain",
@@ -358,13 +397,16 @@ def _apply(args: argparse.Namespace) -> int:
     from dlcp.testbed.lifecycle import FabricNamespace
 
     spec = _spec(args)
+    unknown = [name for name in args.down if name not in spec.fabric.links]
+    if unknown:
+        raise ValueError(f"--down {unknown[0]}: no such link in {spec.path} (links: {', '.join(spec.fabric.links)})")
     if args.inside:
-        reports = controlplane.configure(spec)
+        reports = controlplane.configure(spec, down=args.down)
         sys.stdout.write(json.dumps(reports) + "\n")
         return 0
     state = _store().load(spec.name)
     kind = args.switch or (state.switch_kind if state is not None else "dlcp")  # the kind it was brought up with
-    return FabricNamespace(layout.switch_ns(spec.name)).popen(controlplane.argv(spec.path, kind)).wait()
+    return FabricNamespace(layout.switch_ns(spec.name)).popen(controlplane.argv(spec.path, kind, args.down)).wait()
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -516,4 +558,68 @@ def render_bench(report: dict[str, Any]) -> str:
     for f in report["failed"]:
         out.append(f"FAILED: {f['scenario']} repeat {f['repeat']} of {f['way']}: {f['error'].splitlines()[0]}\n")
     out.append(f"raw: {report['folder']}/bench.json; dlcp testbed explain {report['folder']} breaks each run down\n")
+    return "".join(out)
+
+
+def _faults(args: argparse.Namespace) -> int:
+    from dlcp import checks
+    from dlcp.testbed import faults
+    from dlcp.testbed.jobs import new_folder
+    from dlcp.testbed.lifecycle import require_root
+
+    scenarios = faults.chosen("scenarios", args.scenarios, list(faults.FAULTS))
+    ways = faults.chosen("ways", args.ways, list(faults.WAYS))
+    checks.in_range("--repeat", args.repeat, 1, 20)
+    checks.in_range("--fault-at", args.fault_at, 1, 1000)
+    checks.in_range("--hang-after", args.hang_after, 1.0, 3600.0)
+    cfg = faults.FaultConfig(
+        model=args.model or ("mlp" if args.short else "mlp-wide"),
+        samples=args.samples or (1152 if args.short else 4096),
+        fault_at=args.fault_at,
+        hang_after_s=args.hang_after,
+    )
+    note = f"4 ranks x 32 samples, for {cfg.fault_at} iterations before the fault and 2 after"
+    checks.in_range("--samples", cfg.samples, 128 * (cfg.fault_at + 2), 1 << 20, note=note)
+    _root_or_userns(args)
+    require_root()
+    folder = new_folder(Path(args.out), "faults")
+    _say(f"results folder: {folder}")
+    report = faults.run_all(scenarios, ways, cfg, folder, repeat=args.repeat, progress=_say)
+    (folder / "faults.json").write_text(json.dumps(report, indent=1))
+    sys.stdout.write(json.dumps(report) + "\n" if args.json else render_faults(report))
+    return 0 if report["ok"] else 1
+
+
+def render_faults(report: dict[str, Any]) -> str:
+    """The fault report as text: per scenario and way, what the user saw in each repeat, then the totals."""
+    out = [f"{'scenario':16}{'way':6}{'completed':>10}{'errors':>8}{'hangs':>7}{'diverged':>10}{'left':>6}"
+           f"{'time s':>12}{'stall s':>11}  what the user saw (per repeat)\n"]  # fmt: skip
+    for row in report["summary"]:
+        t = row["time_s"]
+        span = "-" if t is None else f"{t[0]:.1f}-{t[1]:.1f}"
+        stall = "-" if row["stall_s"] is None else f"{row['stall_s'][0]:.1f}-{row['stall_s'][1]:.1f}"
+        seen = " | ".join(o.splitlines()[0][:70] for o in row["outcomes"])
+        out.append(f"{row['scenario']:16}{row['way']:6}{row['completed']:>10}{row['named_errors']:>8}{row['hangs']:>7}"
+                   f"{row['divergent']:>10}{row['left_behind']:>6}{span:>12}{stall:>11}  {seen}\n")  # fmt: skip
+    for row in report["summary"]:
+        if row.get("spine_bytes_after"):
+            sent = " | ".join(
+                ", ".join(f"{n} {v / 1e6:.1f} MB" for n, v in sorted(doc.items())) if doc else "-"
+                for doc in row["spine_bytes_after"]
+            )
+            out.append(f"  spine-down {row['way']}: sent by each spine after the reroute (per repeat): {sent}\n")
+    bound = report["config"]["bound_slack_s"]
+    t = report["totals"]
+    out.append(
+        f"\nhangs {t['hangs']}, divergent replicas {t['divergent']}, runs that left something behind "
+        f"{t['left_behind']}, DLCP errors later than the peer timeout + {bound:g} s {t['over_bound']}, errors that "
+        f"named no exception {t['unnamed_errors']}, runs not carried out {t['not_run']}: "
+        f"{'all goals hold' if report['ok'] else 'NOT all goals hold'}\n"
+    )
+    for run in report["runs"]:
+        if run["error"]:
+            out.append(f"NOT RUN: {run['scenario']} {run['way']} repeat {run['repeat']}: {run['error']}\n")
+        for what in run["leftovers"]:
+            out.append(f"LEFT BEHIND: {run['scenario']} {run['way']} repeat {run['repeat']}: {what}\n")
+    out.append(f"raw: {report['folder']}/faults.json (every run: each rank's outcome and time, the fault's events)\n")
     return "".join(out)

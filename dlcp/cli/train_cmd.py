@@ -76,6 +76,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "rendezvous from RANK, WORLD_SIZE, MASTER_ADDR/MASTER_PORT (or DLCP_STORE_*), the data address from "
         "DLCP_HOST, the job's transport and policy from DLCP_CONFIG; prints the rank's result as JSON",
     )
+    p.add_argument(
+        "--progress", action="store_true",
+        help="each rank writes 'dlcp train: rank R: iteration I of N' to stderr after every iteration",
+    )  # fmt: skip
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_train)
 
@@ -90,7 +94,7 @@ def _train(args: argparse.Namespace) -> int:
         backend=args.backend, model=args.model, epochs=args.epochs,
         batch_size=args.batch_size, lr=args.lr, loss_bound=args.loss_bound, inject_loss=args.inject_loss,
         train_samples=args.samples, seed=args.seed, width=args.width, bucket_mb=args.bucket_mb,
-        gc_freeze=args.gc_freeze, device=args.device,
+        gc_freeze=args.gc_freeze, device=args.device, progress=args.progress,
     )  # fmt: skip
     if launch is not None:
         sys.stdout.write(json.dumps(run_node(cfg, launch), default=_plain) + "\n")

@@ -153,6 +153,7 @@ class DLCPState:
         "average",
         "bytes_sent",
         "collectives",
+        "error",
         "iteration",
         "mode",
         "model",
@@ -184,6 +185,9 @@ class DLCPState:
         self.collectives: Collectives = session.collectives
         # A bucket's last acknowledgements arrive during the next bucket's exchange (Collectives.defer_acks).
         self.collectives.defer_acks = True
+        self.error: BaseException | None = None
+        """The first exception a bucket's exchange raised (a :class:`dlcp.host.errors.PeerTimeoutError` when a peer
+        went silent): DDP re-raises it in ``backward`` only as a ``RuntimeError`` that quotes it."""
         self.mode: Mode = mode or session.mode
         self.average = average
         self.resync_every = resync_every
@@ -274,12 +278,18 @@ class DLCPState:
         handed = time.monotonic()
 
         def run() -> None:
+            if self.error is not None:  # an earlier bucket's exchange failed: this one cannot complete either,
+                fut.set_result(_Failed(self.error))  # type: ignore[arg-type]  # and must not wait out a timeout again
+                return
             start = time.monotonic()
             try:
-                fut.set_result(self.allreduce(tensor, layer, tag))
+                result = self.allreduce(tensor, layer, tag)
             except BaseException as exc:  # surfaced to DDP through the future
-                fut.set_exception(exc)  # type: ignore[arg-type]
+                if self.error is None:
+                    self.error = exc
+                fut.set_result(_Failed(exc))  # type: ignore[arg-type]
             else:
+                fut.set_result(result)
                 if (tl := self.timeline) is not None:
                     tl.at("bucket", handed, start, time.monotonic(), tensor.numel() * tensor.element_size(), layer)
 
@@ -322,7 +332,10 @@ class DLCPState:
                     tl.at("bucket", handed, start, time.monotonic(), tensor.numel() * tensor.element_size(), layer)
 
         self._executor.submit(run)
-        return fut
+        # A future completed with set_exception reaches DDP's C++ reducer as a Python object it cannot cast to a
+        # tensor ("Unable to cast <message> to Tensor"); an exception raised in a callback reaches it as an error
+        # that names the exception's class ("... PeerTimeoutError: peer rank 2 ... silent for 5.0 s ...").
+        return fut.then(_unwrap)
 
     def loss_stats(self) -> dict[str, object]:
         """Received loss per layer and per priority class, and sender-side loss per drop class."""
@@ -342,6 +355,22 @@ class DLCPState:
         self.collectives.settle()
         for h in self._handles:
             h.remove()
+
+
+class _Failed:
+    """What a bucket's future holds when its exchange raised: :func:`_unwrap` raises it."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+def _unwrap(fut: torch.futures.Future[Any]) -> torch.Tensor:
+    value = fut.value()
+    if isinstance(value, _Failed):
+        raise value.exc
+    return value  # type: ignore[no-any-return]
 
 
 def dlcp_hook(state: DLCPState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:

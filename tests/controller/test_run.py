@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from controller_support import PS_JOB, Switches, dlcp_frame, star, until
 
@@ -129,3 +130,33 @@ def test_run_puts_back_what_changed_on_the_switch_within_an_interval(switches: S
         await task
 
     asyncio.run(asyncio.wait_for(main(), 120))
+
+
+def test_a_switch_back_within_seconds_is_reconfigured_within_seconds(switches: Switches) -> None:
+    """The switch is away for 1 s, during which every attempt to reach it fails at once. finsy's own life cycle
+    then waits 10 s before the next attempt; the controller tries again every RECONNECT_S."""
+    sw = switches()
+    fab = star(sw, PS_JOB)
+    events: list[Event] = []
+    frame = dlcp_frame(fab, "h1", "h4", priority=6)
+
+    async def main() -> float:
+        stop = asyncio.Event()
+        task = asyncio.create_task(reconcile.run(fab, events.append, timeout=20, interval=30, stop=stop))
+        await until(lambda: any(e.kind == "applied" for e in events), "the first apply")
+        address = sw.address
+        sw.stop()
+        await until(lambda: any(e.kind == "down" for e in events), "the controller to notice")
+        events.clear()
+        await asyncio.sleep(1.0)  # attempts fail meanwhile: nothing listens at the address
+        again = switches(address=address)
+        back = time.monotonic()
+        await until(lambda: any(e.kind == "applied" for e in events), "the controller to reconfigure it", 60)
+        took = time.monotonic() - back
+        assert not again.dp.inject(1, frame).dropped
+        stop.set()
+        await task
+        return took
+
+    took = asyncio.run(asyncio.wait_for(main(), 120))
+    assert took < 6.0, f"reconfigured {took:.1f} s after the switch came back (finsy's throttle is 10 s)"
