@@ -38,11 +38,14 @@ def local_sessions(world: int) -> list[Session]:
 class Bucket:
     """What the hook reads of DDP's GradBucket."""
 
-    def __init__(self, tensor: Any, index: int = 0) -> None:
-        self.tensor, self.i = tensor, index
+    def __init__(self, tensor: Any, index: int = 0, last: bool = True) -> None:
+        self.tensor, self.i, self.last = tensor, index, last
 
     def buffer(self) -> Any:
         return self.tensor
+
+    def is_last(self) -> bool:
+        return self.last
 
     def index(self) -> int:
         return self.i

@@ -294,7 +294,10 @@ class DLCPState:
                     tl.at("bucket", handed, start, time.monotonic(), tensor.numel() * tensor.element_size(), layer)
 
         self._executor.submit(run, last)
-        return fut
+        # A future completed with set_exception reaches DDP's C++ reducer as a Python object it cannot cast to a
+        # tensor ("Unable to cast <message> to Tensor"); an exception raised in a callback reaches it as an error
+        # that names the exception's class ("... PeerTimeoutError: peer rank 2 ... silent for 5.0 s ...").
+        return fut.then(_unwrap)
 
     def cuda_copies(self, device: torch.device) -> CudaCopies:
         """The side streams and host buffers of ``device``'s buckets (made at its first bucket)."""
