@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import finsy as fy
+
 from dlcp.controller import classification, ecmp, routing, selective_drop, trim_sessions
 from dlcp.controller.entries import Entry
 from dlcp.controller.fabric import FabricError
@@ -46,7 +48,7 @@ def desired(fabric: Fabric) -> dict[str, list[Entry]]:
             state += trim_sessions.entries(fabric.switches[name])
         except ValueError as exc:
             errs.append(str(exc))
-        counts = Counter(e.entity.table_id for e in state)
+        counts = Counter(e.entity.table_id for e in state if isinstance(e.entity, fy.P4TableEntry))
         for table, n in counts.items():
             if n > CAPACITY[table]:
                 errs.append(f"switch.{name}: {n} entries for {table}, which holds {CAPACITY[table]}")

@@ -41,6 +41,10 @@ TRIM_SESSION_BASE = 1
 MAX_TRIM_SESSION = 255
 """Largest mirror session id both Tofino chips have: Tofino 2's ids are 8 bits (Tofino 1's 10)."""
 
+TNA_MIRROR_HEADER_BYTES = 1
+"""The mirror header a Tofino trim copy carries before the frame (``bridge_h`` in p4src/tna/headers.p4);
+the trim mirror session keeps this many bytes more than ``TRIMMED_FRAME_BYTES``."""
+
 TABLE_SIZES: dict[str, int] = {
     # A leaf or spine in a training cluster routes a few hundred host/rack prefixes.
     "IPV4_ROUTES_SIZE": 1024,

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import tomllib
 
-import pytest
-
-from dlcp.controller import fabric, modes, selective_drop, state, trim_sessions
-from dlcp.controller.model import SwitchSpec
+from dlcp.controller import fabric, modes, selective_drop, state
 from dlcp.controller.paths import Paths
-from dlcp.p4 import names, sizes
 from dlcp.protocol import MessageKind
 
 STAR = '[topology]\nkind = "star"\nhosts = 5\nhost_link = { buffer = "1MiB" }\n'
@@ -132,26 +128,3 @@ def test_per_job_counts_delivery_once_however_many_switches_a_packet_crosses() -
     assert jobs[7]["delivered"] == {"packets": 10, "bytes": 1000}
     assert jobs[7]["trimmed"]["packets"] == 2 and jobs[7]["shared_cells"] == 1
     assert jobs[8]["delivered"]["packets"] == 0 and jobs[8]["shared_cells"] == 1
-
-
-def test_a_tofino_switch_gets_one_trim_session_per_port_and_no_other_target_any() -> None:
-    """Tofino mirrors a trimmed header through its egress port's session, which the controller assigns."""
-    for target in ("dlcp", "bmv2"):
-        f = load(f'[defaults]\ntarget = "{target}"\n', STAR, job("ps"))
-        assert not [e for e in state.desired(f)["s1"] if e.entity.table_id == names.TRIM_SESSIONS], target
-    f = load('[defaults]\ntarget = "tofino"\n', STAR, job("ps"))
-    rows = [e.entity for e in state.desired(f)["s1"] if e.entity.table_id == names.TRIM_SESSIONS]
-    by_port = {int(r.match["port"]): int(r.action.args["session_id"]) for r in rows}  # type: ignore[index,union-attr,arg-type]
-    assert sorted(by_port) == sorted(f.switches["s1"].ports) == [1, 2, 3, 4, 5]
-    assert {r.action.name for r in rows} == {names.SET_TRIM_SESSION}  # type: ignore[union-attr]
-    assert sorted(by_port.values()) == list(range(sizes.TRIM_SESSION_BASE, sizes.TRIM_SESSION_BASE + 5))
-    assert sizes.TRIM_SESSION_BASE > 0, "session 0 is the program's 'no session'"
-
-
-def test_more_tofino_ports_than_trim_sessions_is_refused_naming_the_switch() -> None:
-    many = sizes.MAX_TRIM_SESSION - sizes.TRIM_SESSION_BASE + 2
-    spec = SwitchSpec("s9", "127.0.0.1:1", 1, "", "tofino", 0x02DC00000000, {p: f"l{p}" for p in range(1, many + 1)})
-    with pytest.raises(ValueError, match=rf"switch\.s9: {many} ports, but Tofino has trim sessions 1\.\.255"):
-        trim_sessions.sessions(spec)
-    fits = SwitchSpec("s9", "127.0.0.1:1", 1, "", "tofino", 0x02DC00000000, {p: f"l{p}" for p in range(1, many)})
-    assert max(trim_sessions.sessions(fits).values()) == sizes.MAX_TRIM_SESSION
