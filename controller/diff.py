@@ -3,6 +3,8 @@
 Entries are compared as P4Runtime encodes them (finsy's canonical encoding): the
 key is the table, the match and the priority; the value is the action. A one-shot's
 members are compared as a set, since a switch may list them in another order.
+Clone sessions (Tofino's trim mirror sessions) are keyed by their session id; the
+value is the rest (class of service, truncation, replicas as a set).
 """
 
 from __future__ import annotations
@@ -51,8 +53,18 @@ class Plan:
         }
 
 
+def _is_clone_session(entity: p4r.Entity) -> bool:
+    pre = entity.packet_replication_engine_entry
+    return entity.HasField("packet_replication_engine_entry") and pre.HasField("clone_session_entry")
+
+
 def canonical(entity: p4r.Entity) -> tuple[bytes, bytes]:
-    """(key, value) of a table entry as bytes."""
+    """(key, value) of a table entry or a clone session as bytes."""
+    if _is_clone_session(entity):
+        cs = entity.packet_replication_engine_entry.clone_session_entry
+        value = p4r.CloneSessionEntry(class_of_service=cs.class_of_service, packet_length_bytes=cs.packet_length_bytes)
+        value.replicas.extend(sorted(cs.replicas, key=_bytes))
+        return b"c" + _bytes(p4r.CloneSessionEntry(session_id=cs.session_id)), _bytes(value)
     te = entity.table_entry
     key = p4r.TableEntry(table_id=te.table_id, priority=te.priority, is_default_action=te.is_default_action)
     key.match.extend(sorted(te.match, key=lambda m: m.field_id))
@@ -62,7 +74,7 @@ def canonical(entity: p4r.Entity) -> tuple[bytes, bytes]:
         members = sorted(value.action_profile_action_set.action_profile_actions, key=lambda a: _bytes(a))
         del value.action_profile_action_set.action_profile_actions[:]
         value.action_profile_action_set.action_profile_actions.extend(members)
-    return _bytes(key), _bytes(value)
+    return b"t" + _bytes(key), _bytes(value)
 
 
 def _bytes(msg: object) -> bytes:
@@ -89,7 +101,8 @@ def diff(
     describe (owner and note) what is deleted, when the switch holds them."""
     have: dict[bytes, tuple[bytes, p4r.Entity]] = {}
     for entity in current:
-        if entity.HasField("table_entry") and not entity.table_entry.is_default_action:
+        is_entry = entity.HasField("table_entry") and not entity.table_entry.is_default_action
+        if is_entry or _is_clone_session(entity):
             k, v = canonical(entity)
             have[k] = (v, entity)
     plan = Plan(switch)
@@ -118,8 +131,12 @@ def diff(
 
 def _key_only(entity: p4r.Entity) -> p4r.Entity:
     """A DELETE carries the key only (P4Runtime ignores the action; BMv2 is happier without one)."""
-    te = entity.table_entry
     out = p4r.Entity()
+    if _is_clone_session(entity):
+        session = entity.packet_replication_engine_entry.clone_session_entry.session_id
+        out.packet_replication_engine_entry.clone_session_entry.session_id = session
+        return out
+    te = entity.table_entry
     out.table_entry.table_id = te.table_id
     out.table_entry.priority = te.priority
     out.table_entry.match.extend(te.match)
@@ -130,6 +147,8 @@ def describe(entity: p4r.Entity, schema: P4Schema) -> str:
     """A one-line description of an entry read from a switch."""
     import finsy as fy
 
+    if _is_clone_session(entity):
+        return f"clone session {entity.packet_replication_engine_entry.clone_session_entry.session_id}"
     try:
         entry = fy.P4TableEntry.decode(entity, schema)
     except (ValueError, KeyError, LookupError):

@@ -16,7 +16,8 @@ def job_owner(job_id: int) -> str:
 
 @dataclass(frozen=True)
 class Entry:
-    entity: fy.P4TableEntry
+    entity: fy.P4TableEntry | fy.P4CloneSessionEntry
+    """A table entry, or (Tofino's trim mirror sessions) a clone session."""
     owner: str
     """``fabric``, ``job 7``, or ``jobs 7,8`` for a setting shared by several jobs."""
     note: str

@@ -108,12 +108,16 @@ async def _bounded(spec: SwitchSpec, what: str, timeout: float, coro: object) ->
 
 
 async def read_entries(sw: fy.Switch, spec: SwitchSpec, timeout: float = DEFAULT_TIMEOUT_S) -> list[p4r.Entity]:
-    """Every table entry the switch holds (not the default actions), encoded."""
+    """Every table entry the switch holds (not the default actions), encoded; on Tofino its clone sessions too
+    (the trim mirror sessions, :mod:`dlcp.controller.trim_sessions`)."""
     schema = schema_of(sw)
+    queries: list[fy.P4TableEntry | fy.P4CloneSessionEntry] = [fy.P4TableEntry()]
+    if spec.target == "tofino":
+        queries.append(fy.P4CloneSessionEntry())  # session 0: every clone session
 
     async def read() -> list[p4r.Entity]:
         try:
-            return [e.encode(schema) async for e in sw.read(fy.P4TableEntry())]  # type: ignore[attr-defined]
+            return [e.encode(schema) async for e in sw.read(queries)]  # type: ignore[attr-defined]
         except P4ClientError as exc:
             if exc.is_pipeline_missing:
                 return []

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from dlcp.controller import classification, ecmp, routing, selective_drop
+import finsy as fy
+
+from dlcp.controller import classification, ecmp, routing, selective_drop, trim_sessions
 from dlcp.controller.entries import Entry
 from dlcp.controller.fabric import FabricError
 from dlcp.controller.model import Fabric
@@ -17,6 +19,7 @@ CAPACITY = {
     names.DLCP_PORTS: sizes.TABLE_SIZES["DLCP_PORTS_SIZE"],
     names.DLCP_CLASSES: sizes.TABLE_SIZES["DLCP_CLASSES_SIZE"],
     names.DLCP_DROP_THRESHOLDS: sizes.TABLE_SIZES["DLCP_DROP_THRESHOLDS_SIZE"],
+    names.TRIM_SESSIONS: sizes.TABLE_SIZES["TRIM_SESSIONS_SIZE"],
 }
 """Entries each table holds (the P4 program's ``size``)."""
 
@@ -41,7 +44,11 @@ def desired(fabric: Fabric) -> dict[str, list[Entry]]:
             if name in on_switch[job.id]:
                 state += classification.port_entries(job) + classification.class_entries(job)
         state += selective_drop.entries(fabric, paths, name)
-        counts = Counter(e.entity.table_id for e in state)
+        try:
+            state += trim_sessions.entries(fabric.switches[name])
+        except ValueError as exc:
+            errs.append(str(exc))
+        counts = Counter(e.entity.table_id for e in state if isinstance(e.entity, fy.P4TableEntry))
         for table, n in counts.items():
             if n > CAPACITY[table]:
                 errs.append(f"switch.{name}: {n} entries for {table}, which holds {CAPACITY[table]}")

@@ -1,8 +1,8 @@
 """Controller-visible names of the DLCP P4 program (as in the P4Info), for the vectors and the controller.
 
-Identical for v1model and TNA. ``tests/p4/test_p4info.py`` checks every name
-here against the committed P4Info and the P4 sources, so a rename on either
-side fails a test.
+Identical for v1model and TNA, except the ``TNA_*`` names: what only the TNA
+program has. ``tests/p4/test_p4info.py`` checks every name here against the
+committed P4Info and the P4 sources, so a rename on either side fails a test.
 """
 
 from __future__ import annotations
@@ -49,3 +49,11 @@ ACTIONS = (
     DROP_ABOVE,
     TRIM_ABOVE,
 )
+
+# TNA only (p4src/tna/trim_sessions.p4): the egress port's trim mirror session, written by the controller.
+TRIM_SESSIONS = "DlcpIngress.trim_sessions.port_sessions"
+SET_TRIM_SESSION = "DlcpIngress.trim_sessions.set_trim_session"
+NO_TRIM_SESSION = "DlcpIngress.trim_sessions.no_trim_session"
+
+TNA_TABLES = (TRIM_SESSIONS,)
+TNA_ACTIONS = (SET_TRIM_SESSION, NO_TRIM_SESSION)

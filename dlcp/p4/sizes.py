@@ -35,6 +35,16 @@ TRIMMED_IPV4_TOTAL_LEN = TRIMMED_FRAME_BYTES - ETH_HEADER.size
 MIN_DLCP_UDP_LENGTH = UDP_HEADER.size + HEADER_SIZE
 """UDP length below which a datagram cannot hold a DLCP header; the parser leaves it as plain UDP."""
 
+TRIM_SESSION_BASE = 1
+"""First trim mirror session id the controller gives a port on Tofino; 0 stands for no session."""
+
+MAX_TRIM_SESSION = 255
+"""Largest mirror session id both Tofino chips have: Tofino 2's ids are 8 bits (Tofino 1's 10)."""
+
+TNA_MIRROR_HEADER_BYTES = 1
+"""The mirror header a Tofino trim copy carries before the frame (``bridge_h`` in p4src/tna/headers.p4);
+the trim mirror session keeps this many bytes more than ``TRIMMED_FRAME_BYTES``."""
+
 TABLE_SIZES: dict[str, int] = {
     # A leaf or spine in a training cluster routes a few hundred host/rack prefixes.
     "IPV4_ROUTES_SIZE": 1024,
@@ -48,4 +58,6 @@ TABLE_SIZES: dict[str, int] = {
     "DLCP_CLASSES_SIZE": 512,
     # One threshold per (queue, drop class).
     "DLCP_DROP_THRESHOLDS_SIZE": NUM_PRIORITY_CLASSES * NUM_DROP_CLASSES,
+    # TNA only: the trim mirror session of each egress port, one per session id there is.
+    "TRIM_SESSIONS_SIZE": MAX_TRIM_SESSION - TRIM_SESSION_BASE + 1,
 }

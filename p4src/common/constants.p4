@@ -44,5 +44,6 @@ typedef bit<(DLCP_PORT_BITS + DLCP_CLASS_BITS)> port_class_t;  // port << CLASS_
 @noWarn("unused") const int DLCP_PORTS_SIZE = 64;
 @noWarn("unused") const int DLCP_CLASSES_SIZE = 512;
 @noWarn("unused") const int DLCP_DROP_THRESHOLDS_SIZE = 32;
+@noWarn("unused") const int TRIM_SESSIONS_SIZE = 255;
 
 #endif  // DLCP_CONSTANTS_P4

@@ -24,6 +24,7 @@
 #include "ecmp.p4"
 #include "occupancy.p4"
 #include "counters.p4"
+#include "trim_sessions.p4"
 
 parser DlcpIngressParser(packet_in pkt, out ingress_headers_t hdr, out ingress_metadata_t meta,
                          out ingress_intrinsic_metadata_t ig_intr_md) {
@@ -64,6 +65,7 @@ control DlcpIngress(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
     QueueOccupancy() occupancy;
     DropCounters() drop_counters;
     TrimHeaders() trim_headers;
+    TrimSessions() trim_sessions;
 
     apply {
         // A drain packet from the packet generator only drains the occupancy
@@ -83,6 +85,9 @@ control DlcpIngress(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
                 next_hop_rewrite.apply(hdr.pkt, meta.dlcp);
                 meta.dlcp.port_class = meta.dlcp.egress_port ++ meta.dlcp.queue;
                 selective_drop.apply(hdr.pkt, meta.dlcp);
+                // Looked up for every routed packet, beside the threshold, so the trim
+                // below only reads it (no stage waits for the verdict to look it up).
+                trim_sessions.apply(meta.dlcp, meta.trim_session);
             }
         }
         congestion_action_t verdict;
@@ -102,8 +107,8 @@ control DlcpIngress(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
                 // the original is dropped below (drop_ctl bit 0 spares mirror copies).
                 // No bridged header: the copy carries the mirror header instead.
                 trim_headers.apply(hdr.pkt);
+                // meta.trim_session: the port's session, from trim_sessions.
                 ig_dprsr_md.mirror_type = MIRROR_TYPE_TRIM;
-                meta.trim_session = TRIM_SESSION_BASE + (MirrorId_t) meta.dlcp.egress_port;
                 meta.mirror_kind = PKT_KIND_TRIMMED;
             }
             if (verdict != ON_CONGESTION_ADMIT) {

@@ -14,8 +14,6 @@ const PortId_t PKTGEN_PORT = 68;
 
 // Mirror type of an ingress-to-egress mirror that trims (ingress deparser).
 const MirrorType_t MIRROR_TYPE_TRIM = 1;
-// Trim mirror sessions are one per egress port: session = base + port.
-const MirrorId_t TRIM_SESSION_BASE = 1;
 
 typedef bit<8> pkt_kind_t;
 const pkt_kind_t PKT_KIND_BRIDGED = 1;     // a normal packet from ingress
@@ -41,7 +39,7 @@ struct ingress_headers_t {
 
 struct ingress_metadata_t {
     local_metadata_t dlcp;
-    MirrorId_t trim_session;
+    MirrorId_t trim_session;    // the egress port's trim mirror session (trim_sessions.p4)
     // The mirror header's kind (PKT_KIND_TRIMMED), set in ingress: Tofino
     // takes a mirror header's fields from the PHV only, never a constant.
     pkt_kind_t mirror_kind;

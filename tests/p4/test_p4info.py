@@ -113,6 +113,19 @@ def test_python_names_exist_in_both_sources(program: Program) -> None:
         assert program.has(n), n
 
 
+def test_tna_only_names_are_in_the_tna_source_only(committed: p4info.P4Info) -> None:
+    """The trim-session table is Tofino's alone: v1model truncates by itself, and the software switch and the
+    v1model P4Info (which the software switch's P4Runtime server accepts) have no such table."""
+    tna, v1model = Program.load(PROGRAMS["tna"]), Program.load(PROGRAMS["v1model"])
+    for n in (*names.TNA_TABLES, *names.TNA_ACTIONS):
+        assert tna.has(n), n
+        assert not v1model.has(n), n
+    assert tna.table_keys(names.TRIM_SESSIONS) == {"port"}
+    assert tna.action_params(names.SET_TRIM_SESSION) == ["session_id"]
+    assert not set(names.TNA_TABLES) & set(committed.tables)
+    assert not set(names.TNA_ACTIONS) & set(committed.actions)
+
+
 def test_source_check_can_fail(program: Program) -> None:
     assert not program.has("DlcpIngress.routing.no_such_table")
     assert not program.has("DlcpIngress.nowhere.ipv4_routes")

@@ -1,4 +1,4 @@
-"""The TNA program under the Tofino compiler: it compiles, fits with room to spare, and keeps the v1model names.
+"""The TNA program under the Tofino compiler, for Tofino 1 and 2: it compiles, fits, and keeps the v1model names.
 
 Skipped, with the reason, where the Tofino compiler is not installed (every CI
 machine): docs/switch.md, "Getting the Tofino compiler". The reading of its
@@ -12,8 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from dlcp.p4 import p4info, paths
+from dlcp.p4 import names, p4info, paths
 from dlcp.testbed.toolchain import build, tofino_report, tools
+
+STAGES = {"tofino": 12, "tofino2": 20}
+"""MAU stages per pipeline of each chip."""
+MIRROR_ID_BITS = {"tofino": 10, "tofino2": 8}
+"""Width of ``MirrorId_t`` (tna.p4, t2na.p4): the trim session the controller writes."""
 
 
 def _compile(target: str, tmp_path_factory: pytest.TempPathFactory) -> build.StepResult:
@@ -28,17 +33,50 @@ def tofino(tmp_path_factory: pytest.TempPathFactory) -> build.StepResult:
     return _compile("tofino", tmp_path_factory)
 
 
+@pytest.fixture(scope="module")
+def tofino2(tmp_path_factory: pytest.TempPathFactory) -> build.StepResult:
+    return _compile("tofino2", tmp_path_factory)
+
+
+@pytest.fixture(scope="module", params=sorted(STAGES))
+def chip(request: pytest.FixtureRequest) -> build.StepResult:
+    """Each chip's compile (the module's fixtures: each chip is compiled once)."""
+    result = request.getfixturevalue(request.param)
+    assert isinstance(result, build.StepResult)
+    return result
+
+
 def _without_pipe(name: str) -> str:
     """P4Info names of a TNA program may carry the pipeline's name first (``pipe.DlcpIngress...``)."""
     return name.removeprefix("pipe.")
 
 
-def test_compiles_to_a_binary(tofino: build.StepResult) -> None:
-    assert tofino.ok, tofino.output
+def test_compiles_to_a_binary(chip: build.StepResult) -> None:
+    assert chip.ok, chip.output
     # The compiler ends with "N errors, M warnings generated." and prefixes each error "error:".
-    assert "0 errors," in tofino.output and "error:" not in tofino.output.lower(), tofino.output
-    assert {a.name for a in tofino.artifacts} >= {"tofino.bin", "context.json", "bfrt.json", "dlcp.p4info.txtpb"}
-    assert tofino.report_error is None
+    assert "0 errors," in chip.output and "error:" not in chip.output.lower(), chip.output
+    binary = f"{chip.target}.bin"
+    assert {a.name for a in chip.artifacts} >= {binary, "context.json", "bfrt.json", "dlcp.p4info.txtpb"}
+    assert chip.report_error is None
+
+
+def test_every_chip_fits(chip: build.StepResult) -> None:
+    report = chip.report
+    assert report is not None, chip.report_error
+    assert report.stages_available == STAGES[chip.target]
+    for gress in tofino_report.GRESSES:
+        assert 0 < report.stages_used(gress) <= report.stages_available, report.table()
+    assert all(r.used <= r.available for r in report.resources)
+
+
+def test_trim_sessions_come_from_the_table_the_controller_writes(chip: build.StepResult) -> None:
+    """Tofino 2's mirror ids are 8 bits: the session is the table's action data, not computed from the port."""
+    info = p4info.load(next(a for a in chip.artifacts if a.name == "dlcp.p4info.txtpb"))
+    tables = {_without_pipe(n): t for n, t in info.tables.items()}
+    actions = {_without_pipe(n): a for n, a in info.actions.items()}
+    table = tables[names.TRIM_SESSIONS]
+    assert [(f.name, f.bitwidth, f.match_type) for f in table.match_fields] == [("port", 9, "EXACT")]
+    assert actions[names.SET_TRIM_SESSION].params == (("session_id", MIRROR_ID_BITS[chip.target]),)
 
 
 def test_fits_with_room_to_spare(tofino: build.StepResult) -> None:
@@ -50,10 +88,10 @@ def test_fits_with_room_to_spare(tofino: build.StepResult) -> None:
     assert all(r.used <= r.available for r in report.resources)
 
 
-def test_same_names_as_the_v1model_p4info(tofino: build.StepResult) -> None:
-    """One controller drives both targets: every name it may use is in the Tofino P4Info too."""
+def test_same_names_as_the_v1model_p4info(chip: build.StepResult) -> None:
+    """One controller drives both targets: every name it may use is in the Tofino P4Info too, on both chips."""
     v1 = p4info.load(paths.COMMITTED_P4INFO)
-    tna = p4info.load(next(a for a in tofino.artifacts if a.name == "dlcp.p4info.txtpb"))
+    tna = p4info.load(next(a for a in chip.artifacts if a.name == "dlcp.p4info.txtpb"))
     tables = {_without_pipe(n): t for n, t in tna.tables.items()}
     for name, table in v1.tables.items():
         assert name in tables, name
