@@ -7,14 +7,21 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from dlcp.host.endpoint import Endpoint, free_port
+from dlcp.host.endpoint import Endpoint
+from dlcp.host.udp import open_socket
 
 
 def local_endpoints(world: int, job_id: int = 1, token: int | None = None, **kwargs: Any) -> list[Endpoint]:
-    """``world`` endpoints of one job on 127.0.0.1, knowing each other's addresses."""
+    """``world`` endpoints of one job on 127.0.0.1, knowing each other's addresses.
+
+    Every rank's data socket is bound before any endpoint opens its spray sockets: a port picked free and bound
+    later could meanwhile be taken by another rank's spray socket (``Address already in use``)."""
     token = secrets.randbits(32) if token is None else token
-    addresses = {r: ("127.0.0.1", free_port()) for r in range(world)}
-    return [Endpoint(rank=r, job_id=job_id, token=token, addresses=addresses, **kwargs) for r in range(world)]
+    socks = [open_socket("127.0.0.1", 0) for _ in range(world)]
+    addresses = {r: s.getsockname() for r, s in enumerate(socks)}
+    return [
+        Endpoint(rank=r, job_id=job_id, token=token, addresses=addresses, sock=socks[r], **kwargs) for r in range(world)
+    ]
 
 
 def run_ranks(fn: Callable[[int], Any], world: int, timeout_s: float = 60.0) -> list[Any]:

@@ -127,7 +127,9 @@ def test_freeze_after_setup_freezes_only_when_asked() -> None:
     try:
         gc.unfreeze()
         assert freeze_after_setup(False) == 0 == gc.get_freeze_count()
-        assert freeze_after_setup() == gc.get_freeze_count() > 1000
+        frozen = freeze_after_setup()
+        # Another thread of the test process may free frozen objects meanwhile: the count only falls.
+        assert frozen > 1000 and frozen - 1000 < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
 
