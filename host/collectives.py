@@ -28,6 +28,7 @@ from dlcp.host.fastpath import FastClassifier, available
 from dlcp.message import MessageKey, MessageSpec, dtype_code, elems_per_packet
 from dlcp.policy import Policy
 from dlcp.protocol import DType, MessageKind
+from dlcp.ring_shares import chunk_bounds, chunk_weights
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,30 @@ class Collectives:
         what it completed). The round trip of a bucket's last STOPs then overlaps the next bucket's exchange
         and the next forward pass, instead of delaying the iteration (the DDP hook sets it)."""
         self._unacked: dict[object, list[Any]] = {}
+        self._ring_weights: tuple[float, ...] | None = None
+
+    @property
+    def ring_weights(self) -> tuple[float, ...]:
+        """The fraction of a ring all-reduce's tensor in each worker's chunk (:func:`dlcp.ring_shares.chunk_weights`),
+        from the rate each worker is paced to toward the next (``[transport] send_rate_bps``; a worker not named
+        there is taken to be as fast as the fastest named one). Even where no worker is paced (loopback)."""
+        if self._ring_weights is None:
+            rates = self.ep.cfg.send_rate_bps
+            named = [rates.get(self.ep.addresses[w][0]) for w in self.workers]
+            known = [r for r in named if r is not None]
+            if not known:
+                self._ring_weights = tuple(1.0 / len(self.workers) for _ in self.workers)
+            else:
+                self._ring_weights = chunk_weights([r if r is not None else max(known) for r in named])
+        return self._ring_weights
+
+    def _ring_bounds(self, n: int) -> np.ndarray:
+        """Chunk boundaries of ``n`` elements over the ring's workers (even, bit for bit as :func:`split_bounds`,
+        unless the hops' rates differ)."""
+        weights = self.ring_weights
+        if len(set(weights)) == 1:
+            return split_bounds(n, len(weights))
+        return np.asarray(chunk_bounds(n, weights), dtype=np.int64)
 
     def _scratch(self, slot: object, n: int, dtype: np.dtype) -> np.ndarray:
         """A receive buffer kept between calls (fresh memory costs a page fault per 4 KiB)."""
@@ -191,9 +216,7 @@ class Collectives:
             prio = self._priority(layer, num_layers, priority)
             n_seg = max(1, min(64, flat.nbytes // max(1, segment_bytes)))
             seg_bounds = split_bounds(flat.size, n_seg)
-            chunks = [
-                seg_bounds[g] + split_bounds(int(seg_bounds[g + 1] - seg_bounds[g]), n_ranks) for g in range(n_seg)
-            ]
+            chunks = [seg_bounds[g] + self._ring_bounds(int(seg_bounds[g + 1] - seg_bounds[g])) for g in range(n_seg)]
             steps = n_ranks - 1
 
             def part(g: int, c: int) -> np.ndarray:
@@ -207,46 +230,49 @@ class Collectives:
                 kind = MessageKind.REDUCE_SCATTER if phase == 0 else MessageKind.ALL_GATHER
                 return self._spec(src, msg_id(phase, g, step), kind, n, flat.dtype, layer)
 
+            started: list[Any] = []
+
+            def post(phase: int, g: int, s: int, into: np.ndarray) -> RecvHandle | None:
+                """An empty chunk (:attr:`ring_weights`) has no message: neither side sends or waits for one."""
+                if not into.size:
+                    return None
+                return self.ep.post_recv(spec(prv, phase, g, s, into.size), into, accumulate=phase == 0)
+
+            def wait(handle: RecvHandle | None) -> None:
+                if handle is not None:
+                    self._wait(handle)
+
+            def send(phase: int, g: int, s: int, chunk: np.ndarray) -> None:
+                if chunk.size:
+                    started.append(self._send_start(spec(self.rank, phase, g, s, chunk.size), chunk, nxt, prio))
+
             # Every reduce-scatter receive is posted first and adds straight into its
             # chunk (reduce-on-receive). A chunk is received into in one step only.
-            rs_in = [
-                [
-                    self.ep.post_recv(
-                        spec(prv, 0, g, s, part(g, idx - s - 1).size), part(g, idx - s - 1), accumulate=True
-                    )
-                    for s in range(steps)
-                ]
-                for g in range(n_seg)
-            ]
+            rs_in = [[post(0, g, s, part(g, idx - s - 1)) for s in range(steps)] for g in range(n_seg)]
             # All-gather receives store straight into place and are posted up front too.
             # Safe: all-gather data for chunk c reaches this rank only after the next
             # rank has completed this rank's reduce-scatter message that read chunk c
             # (ring order), so that message is never retransmitted again; and every
             # reduce-scatter write into c happened before (docs/transport.md §4).
-            ag_in = [
-                [self.ep.post_recv(spec(prv, 1, g, s, part(g, idx - s).size), part(g, idx - s)) for s in range(steps)]
-                for g in range(n_seg)
-            ]
-            started: list[Any] = []
+            ag_in = [[post(1, g, s, part(g, idx - s)) for s in range(steps)] for g in range(n_seg)]
             for s in range(steps):
                 for g in range(n_seg):
                     if s > 0:
-                        self._wait(rs_in[g][s - 1])
-                    chunk = part(g, idx - s)
-                    started.append(self._send_start(spec(self.rank, 0, g, s, chunk.size), chunk, nxt, prio))
+                        wait(rs_in[g][s - 1])
+                    send(0, g, s, part(g, idx - s))
             for s in range(steps):
                 for g in range(n_seg):
-                    self._wait(rs_in[g][steps - 1] if s == 0 else ag_in[g][s - 1])
+                    wait(rs_in[g][steps - 1] if s == 0 else ag_in[g][s - 1])
                     chunk = part(g, idx + 1 - s)
                     if s == 0 and average:  # this rank's reduced chunk: the mean is gathered, not divided after
                         chunk /= n_ranks
-                    if self.defer_acks:  # it may be read after this call returns: from a copy of its own
+                    if self.defer_acks and chunk.size:  # it may be read after this call returns: from a copy
                         copy = self._scratch(("all_gather", tag, g, s), chunk.size, chunk.dtype)
                         copy[:] = chunk
                         chunk = copy
-                    started.append(self._send_start(spec(self.rank, 1, g, s, chunk.size), chunk, nxt, prio))
+                    send(1, g, s, chunk)
             for g in range(n_seg):
-                self._wait(ag_in[g][steps - 1])
+                wait(ag_in[g][steps - 1])
             self._finish(started, tag)
         return x
 

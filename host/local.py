@@ -11,13 +11,18 @@ from dlcp.host.endpoint import Endpoint
 from dlcp.host.udp import open_socket
 
 
-def local_endpoints(world: int, job_id: int = 1, token: int | None = None, **kwargs: Any) -> list[Endpoint]:
-    """``world`` endpoints of one job on 127.0.0.1, knowing each other's addresses.
+def local_endpoints(
+    world: int, job_id: int = 1, token: int | None = None, distinct_hosts: bool = False, **kwargs: Any
+) -> list[Endpoint]:
+    """``world`` endpoints of one job on 127.0.0.1, knowing each other's addresses (``distinct_hosts``: rank ``r``
+    on 127.0.0.``r + 1``, so that a per-host setting such as ``[transport] send_rate_bps`` tells them apart).
 
     Every rank's data socket is bound before any endpoint opens its spray sockets: a port picked free and bound
     later could meanwhile be taken by another rank's spray socket (``Address already in use``)."""
     token = secrets.randbits(32) if token is None else token
-    socks = [open_socket("127.0.0.1", 0) for _ in range(world)]
+    if distinct_hosts and world > 254:
+        raise ValueError(f"distinct_hosts: at most 254 ranks on 127.0.0.0/24, got {world}")
+    socks = [open_socket(f"127.0.0.{r + 1}" if distinct_hosts else "127.0.0.1", 0) for r in range(world)]
     addresses = {r: s.getsockname() for r, s in enumerate(socks)}
     return [
         Endpoint(rank=r, job_id=job_id, token=token, addresses=addresses, sock=socks[r], **kwargs) for r in range(world)
