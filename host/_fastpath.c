@@ -1018,15 +1018,26 @@ static PyObject *tx_send(PyObject *self, PyObject *args) {
     struct timespec t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     double paced_bytes = 0.0; /* bytes released before this batch */
+    double forgiven = 0.0;    /* seconds the schedule moved on while this thread was not running */
+    /* A burst may leave at most half a burst's time behind its schedule. A thread that did not run for longer
+     * (a busy host's scheduler, not a sleep's overshoot) does not catch up: the bursts it missed would leave
+     * back to back, fill the switch's queue past its drop thresholds and come back as trimmed packets, each a
+     * retransmission round, where the lost time is a few hundred microseconds of one message's pass. */
+    const double max_lag = rate > 0.0 ? 0.5 * (double)burst_segs * (double)seg_size / rate : 0.0;
     Py_ssize_t i = 0;
     while (i < k && !err) {
         int nmsg = 0;
         size_t nio = 0;
         Py_ssize_t first = i;
         if (rate > 0.0 && first > 0) { /* this burst leaves no earlier than the rate allows */
-            double due = paced_bytes / rate;
             clock_gettime(CLOCK_MONOTONIC, &now);
-            double ahead = due - ((double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec));
+            double elapsed = (double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec);
+            double due = paced_bytes / rate + forgiven;
+            if (elapsed - due > max_lag) {
+                forgiven += elapsed - due - max_lag;
+                due = elapsed - max_lag;
+            }
+            double ahead = due - elapsed;
             if (ahead > 20e-6) {
                 struct timespec until = t0;
                 long long ns = (long long)until.tv_nsec + (long long)(due * 1e9);
