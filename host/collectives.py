@@ -37,6 +37,12 @@ log = logging.getLogger(__name__)
 # go to many receivers, therefore carry the receiver's rank in their msg_id.
 _PULL_ID = 1 << 16
 
+_UNEVEN_SEGMENTS = 4
+"""Segments a ring with uneven chunks (:attr:`Collectives.ring_weights`) cuts a tensor into at least, so that a
+slow hop waits for a quarter of another rank's chunk, not all of it, before it has something to send."""
+_MIN_SEGMENT_BYTES = 256 << 10
+"""No segment smaller than this for that (each message costs a probe and a STOP)."""
+
 Mode = Literal["ring", "ps"]
 """How a job all-reduces: ring all-reduce, or through parameter servers."""
 
@@ -215,6 +221,10 @@ class Collectives:
             nxt, prv = self.workers[(idx + 1) % n_ranks], self.workers[(idx - 1) % n_ranks]
             prio = self._priority(layer, num_layers, priority)
             n_seg = max(1, min(64, flat.nbytes // max(1, segment_bytes)))
+            if len(set(self.ring_weights)) > 1:
+                # A slow hop's first bytes to send are another rank's reduced data (its own chunk is the smallest):
+                # in segments, it forwards the first one while the others are still on their way to it.
+                n_seg = max(n_seg, min(_UNEVEN_SEGMENTS, flat.nbytes // _MIN_SEGMENT_BYTES))
             seg_bounds = split_bounds(flat.size, n_seg)
             chunks = [seg_bounds[g] + self._ring_bounds(int(seg_bounds[g + 1] - seg_bounds[g])) for g in range(n_seg)]
             steps = n_ranks - 1

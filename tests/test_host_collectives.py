@@ -459,8 +459,9 @@ def test_deferred_acknowledgements_never_read_a_tensor_the_caller_changed(mode) 
 @pytest.mark.parametrize("transport", [C_PATH, NUMPY_PATH])
 def test_a_ring_with_a_slow_hop_sends_less_over_it_and_stays_exact(transport) -> None:
     """Rank 2's hop (toward rank 0) is paced at a fifth of the others': its chunk is empty, so that hop carries the
-    tensor once instead of 4/3 times (dlcp.ring_shares), and the sum is still exact and the same on every rank."""
-    world, n = 3, 30_001
+    tensor once instead of 4/3 times (dlcp.ring_shares), in segments, and the sum is still exact and the same on
+    every rank."""
+    world, n = 3, 300_001  # 1.2 MB: 4 segments
     fast, slow = 2_000_000_000, 400_000_000
     rates = {"127.0.0.1": fast, "127.0.0.2": fast, "127.0.0.3": slow}
     cfg = dataclasses.replace(transport, send_rate_bps=rates)
@@ -484,7 +485,7 @@ def test_a_ring_with_a_slow_hop_sends_less_over_it_and_stays_exact(transport) ->
         assert all(np.array_equal(out[0], o) for o in out), "replicas are bit-identical"
         sent = [ep.send_stats.packets - b for ep, b in zip(eps, sent_before, strict=True)]
         tensor = n * 4 / cfg.payload_bytes  # packets of the whole tensor
-        assert sent[2] <= tensor + 2, f"the slow hop carries the tensor once, not 4/3 times: {sent} ({tensor:.0f})"
-        assert sent[0] >= 1.5 * tensor - 2, sent  # a fast hop carries what the slow one does not
+        assert sent[2] <= tensor + 8, f"the slow hop carries the tensor once, not 4/3 times: {sent} ({tensor:.0f})"
+        assert sent[0] >= 1.5 * tensor - 8, sent  # a fast hop carries what the slow one does not
     finally:
         close(eps)
