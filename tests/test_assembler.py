@@ -192,6 +192,24 @@ def test_early_packets_are_stashed_then_replayed(assembler: Assembler) -> None:
     np.testing.assert_array_equal(out, values)
 
 
+def test_early_packets_arriving_one_by_one_are_replayed_as_one_batch(assembler: Assembler, monkeypatch) -> None:
+    """A sender that ran ahead of a slow receiver leaves its packets stashed one datagram each (a paced sender's
+    packets each arrive alone): the post replays them in one vector batch, not one call per packet."""
+    spec, values = make_message(64 * 200 + 17, 64)  # 200 full packets and a short last one
+    pkts = packets(spec, values).packets()
+    feed(assembler, pkts[:150] + pkts[151:])  # one missing in the middle
+    calls = []
+    inner = assembler._ingest_into
+    monkeypatch.setattr(assembler, "_ingest_into", lambda *args: calls.append(args[2]) or inner(*args))
+    out = np.zeros_like(values)
+    msg = assembler.expect(spec, out)
+    assert len(calls) <= 2, f"the full packets in one batch, the short last one alone: {calls}"
+    assert msg.n_received == len(pkts) - 1 and not msg.done
+    feed(assembler, [pkts[150]])
+    assert msg.done
+    np.testing.assert_array_equal(out, values)
+
+
 def test_stash_is_bounded() -> None:
     a = Assembler(Limits(max_stash_bytes=3 * (HEADER_SIZE + 256)))
     a.add_job(JOB, TOKEN)
