@@ -17,8 +17,9 @@ the senders with a message in flight now; :func:`pair_paths` and :func:`port_rat
 from __future__ import annotations
 
 from dlcp.rate_control import headroom, shared_rates, sprayed
+from dlcp.ring_shares import chunk_weights
 from dlcp.simulations.topology import Fabric
-from dlcp.simulations.workloads import DLCP, Traffic
+from dlcp.simulations.workloads import DLCP, RING_MODE, Job, Traffic
 
 Port = tuple[int, int]
 """A switch egress port: (switch node, the neighbour it sends to)."""
@@ -84,3 +85,18 @@ def host_rates(fabric: Fabric, traffic: Traffic, payload_bytes: int, spraying: b
     return shared_rates(
         paths, lambda src, dst: paths[(src, dst)], port_rates(fabric).__getitem__, headroom(payload_bytes)
     )
+
+
+def ring_weights(fabric: Fabric, job: Job, payload_bytes: int, line_bps: float, spraying: bool = True) -> list[float]:
+    """A DLCP ring job's chunk fractions by its hops' rates (:func:`dlcp.ring_shares.chunk_weights`), as the
+    testbed's hosts cut them from the rates the controller writes into their job file: worker ``w``'s hop runs
+    at its share of the fabric counting this job's data alone (:func:`host_rates`), or its line where no shaped
+    port limits it; whichever pacing the run applies. Empty (even chunks) where the rates are even, or for any
+    other job."""
+    if job.transport != DLCP or job.mode != RING_MODE or len(job.workers) < 3:
+        return []
+    rates = host_rates(fabric, Traffic(jobs=[job]), payload_bytes, spraying)
+    hops = [float(rates.get(w, line_bps)) for w in job.workers]
+    if min(hops) == max(hops):
+        return []
+    return list(chunk_weights(hops))

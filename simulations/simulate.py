@@ -251,6 +251,7 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
             list(job.backward_s),
         )
         spec.priority, spec.push_bound, spec.pull_bound = list(job.priority), list(job.push_bound), list(job.pull_bound)
+        spec.ring_weights = pacing.ring_weights(fabric, job, s.dlcp.transport.payload_bytes, host_bps, feat.spraying)
         spec.push_drop_fractions, spec.pull_drop_fractions = (
             list(job.push_drop_fractions),
             list(job.pull_drop_fractions),

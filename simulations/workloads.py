@@ -34,9 +34,13 @@ class Message:
     drop_fractions: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0)
 
 
+PS_MODE, RING_MODE = 0, 1
+"""A job's ``mode``: through parameter servers, or ring all-reduce (``JobSpec.mode`` in simulations/cpp/api.h)."""
+
+
 @dataclass(frozen=True)
 class Job:
-    mode: int  # 0 PS, 1 ring
+    mode: int  # PS_MODE or RING_MODE
     transport: int
     tag: str
     workers: tuple[int, ...]
@@ -182,7 +186,7 @@ def _job(w: Workload, transport: int, policy: Policy, start: float, f: Features)
     workers = tuple(range(w.first_host, w.first_host + w.workers))
     servers = tuple(range(w.first_host + w.workers, w.first_host + w.workers + w.servers)) if ps else ()
     return Job(
-        mode=0 if ps else 1,
+        mode=PS_MODE if ps else RING_MODE,
         transport=transport,
         tag=w.tag or w.type,
         workers=workers,

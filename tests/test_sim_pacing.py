@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from sim_support import needs_ns3
+
 from dlcp.rate_control import headroom
-from dlcp.simulations import pacing, topology, workloads
+from dlcp.simulations import pacing, runner, topology, workloads
 
 
 def test_ps_workers_share_a_server_port_and_servers_a_worker_port() -> None:
@@ -78,3 +80,41 @@ def test_active_pairs_share_only_with_the_senders_active_now() -> None:
     paths = pacing.pair_paths(fabric, pacing.data_pairs(traffic))
     now = active_rates([(0, 15), (9, 15), (10, 15)], paths, pacing.port_rates(fabric).__getitem__, headroom(8192))
     assert now == {p: int(100e9 / 3 * headroom(8192)) for p in ((0, 15), (9, 15), (10, 15))}
+
+
+def _ring(workers: tuple[int, ...], transport: int = workloads.DLCP) -> workloads.Job:
+    return workloads.Job(
+        mode=workloads.RING_MODE, transport=transport, tag="ring", workers=workers, servers=(), layer_bytes=(1,),
+        forward_s=(0.0,), backward_s=(0.0,), priority=(0,), push_bound=(0.0,), pull_bound=(0.0,),
+        push_drop_fractions=(1.0,), pull_drop_fractions=(1.0,), iterations=1, start_s=0.0,
+    )  # fmt: skip
+
+
+def test_a_ring_through_a_narrow_port_cuts_its_chunks_by_the_hops_rates() -> None:
+    """The testbed's star: host 0's port toward it runs at 200 Mbit/s, so worker 2's hop (to worker 0) is the
+    slow one and its chunk is empty (dlcp.ring_shares), as the hosts' collectives cut it from their job file."""
+    star = topology.star(4, 1.0, 1e-6, 0.0, 0, 0.2)
+    weights = pacing.ring_weights(star, _ring((0, 1, 2)), 8192, 1e9)
+    assert [round(w, 9) for w in weights] == [0.5, 0.5, 0.0]
+    assert pacing.ring_weights(topology.star(4, 1.0, 1e-6), _ring((0, 1, 2)), 8192, 1e9) == [], "even hops"
+    assert pacing.ring_weights(star, _ring((0, 1, 2), workloads.TCP), 8192, 1e9) == [], "only DLCP's ring"
+
+
+@needs_ns3
+def test_on_the_testbeds_star_a_ring_with_weighted_chunks_beats_the_even_rings_floor() -> None:
+    """The simulator cuts a DLCP ring's chunks as the hosts do: on a star whose port toward host 0 runs at a fifth
+    of the others, the slow hop carries the tensor once, so an iteration takes well under the time an even ring
+    needs at the least (4/3 of the tensor through that hop at its rate)."""
+    size = 2_400_000
+    table = {
+        "name": "weighted-ring", "stop_s": 2.0, "host_pacing": "share",
+        "topology": {"kind": "star", "hosts": 3, "host_gbps": 1.0, "bottleneck_host": 0, "bottleneck_gbps": 0.2,
+                     "delay_us": 1.0},
+        "dlcp": {"policy": {}},
+        "workload": [{"type": "ring", "workers": 3, "iterations": 3, "layer_bytes": [size], "compute_us": 1.0}],
+    }  # fmt: skip
+    times = runner.run(table)["jobs"][0]["iteration_s"]
+    even_floor = size * 8 * 4 / 3 / 0.2e9
+    once = size * 8 / 0.2e9
+    assert len(times) == 3
+    assert all(once <= t < 0.85 * even_floor for t in times[1:]), (times, once, even_floor)

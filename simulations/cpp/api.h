@@ -42,6 +42,9 @@ struct JobSpec
     std::vector<double> pull_drop_fractions{1.0, 0.0, 0.0, 0.0}; // PS pull and all-gather
     std::vector<double> push_bound;  // per layer: PUSH / REDUCE_SCATTER loss bound
     std::vector<double> pull_bound;  // per layer: PULL / ALL_GATHER loss bound
+    // Ring: the fraction of a layer in each worker's chunk, by the hops' rates (the core's
+    // dlcp.ring_shares.chunk_weights); empty: even chunks.
+    std::vector<double> ring_weights;
     uint32_t iterations = 1;
     double start = 0.0;
     uint32_t tag = 0;

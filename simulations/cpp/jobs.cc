@@ -5,6 +5,7 @@
 #include "ns3/simulator.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace dlcpsim
 {
@@ -150,16 +151,36 @@ TrainingJob::RingSend(uint32_t iter, uint32_t layer, uint32_t w)
         LayerDone(iter, layer, w);
         return;
     }
-    uint64_t chunk = (m_spec.layer_bytes[layer] + m_workers - 1) / m_workers;
     // Step k goes once this worker's gradient is ready and it holds step k-1 from its predecessor.
     while (m_gradReady[i] && m_ringSent[i] < steps && m_ringRecv[i] >= m_ringSent[i])
     {
-        bool reduce = m_ringSent[i] < m_workers - 1;
+        uint32_t step = m_ringSent[i];
+        bool reduce = step < m_workers - 1;
         m_ringSent[i]++;
         uint32_t next = (w + 1) % m_workers;
-        m_service->Send(m_spec.workers[w], m_spec.workers[next], chunk, Meta(reduce, layer), m_spec.tag,
+        uint64_t bytes = RingStepBytes(layer, w, step);
+        if (bytes == 0)
+        { // an empty chunk (uneven ring_weights): no message, the next worker holds the step at once
+            Simulator::ScheduleNow(&TrainingJob::OnRingStep, this, iter, layer, next);
+            continue;
+        }
+        m_service->Send(m_spec.workers[w], m_spec.workers[next], bytes, Meta(reduce, layer), m_spec.tag,
                         [this, iter, layer, next]() { OnRingStep(iter, layer, next); });
     }
+}
+
+uint64_t
+TrainingJob::RingStepBytes(uint32_t layer, uint32_t w, uint32_t step) const
+{
+    uint64_t bytes = m_spec.layer_bytes[layer];
+    if (m_spec.ring_weights.empty())
+    {
+        return (bytes + m_workers - 1) / m_workers;
+    }
+    // As host/collectives.py: reduce-scatter step s sends chunk w - s, all-gather step j chunk w + 1 - j.
+    uint32_t chunk = step < m_workers - 1 ? (w + m_workers - step) % m_workers
+                                          : (w + 1 + m_workers - (step - (m_workers - 1))) % m_workers;
+    return static_cast<uint64_t>(std::llround(static_cast<double>(bytes) * m_spec.ring_weights[chunk]));
 }
 
 void

@@ -61,6 +61,8 @@ class TrainingJob
     void OnPush(uint32_t iter, uint32_t layer);
     void RingSend(uint32_t iter, uint32_t layer, uint32_t w);
     void OnRingStep(uint32_t iter, uint32_t layer, uint32_t w);
+    /** Bytes of ``step`` (reduce-scatter, then all-gather) that worker ``w`` sends of ``layer``. */
+    uint64_t RingStepBytes(uint32_t layer, uint32_t w, uint32_t step) const;
     MessageMeta Meta(bool first_half, uint32_t layer) const;
 
     JobSpec m_spec;
