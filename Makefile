@@ -50,8 +50,8 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# mypy reads the source tree: dlcp/host, dlcp/controller, dlcp/testbed and dlcp/simulations
-# are symlinks to the top-level folders, so every package sits at its import path.
+# mypy reads the source tree: dlcp/host, dlcp/controller, dlcp/testbed, dlcp/simulations and
+# dlcp/apps are symlinks to the top-level folders, so every package sits at its import path.
 typecheck: venv
 	$(VENV)/bin/mypy -p dlcp
 

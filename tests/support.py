@@ -33,7 +33,7 @@ def packets(spec: MessageSpec, values: np.ndarray, **kw: object) -> PacketBatch:
     return build_packets(spec, values, **kw)  # type: ignore[arg-type]
 
 
-# Process entry points for dlcp.host.launch.spawn: spawned children import them from here.
+# Process entry points for dlcp.apps.launch.spawn: spawned children import them from here.
 def allreduce_worker(rank: int, world: int, store_port: int, n: int, mode: str) -> tuple:
     from dlcp.config import TransportConfig
     from dlcp.host.session import open_session

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from dlcp.apps.bench.allreduce import BenchConfig, run
 from dlcp.cli.main import main
-from dlcp.host.bench import BenchConfig, run
 
 LOSSY = dict(workers=2, size=1 << 21, repeat=2, warmup=1, baseline="none", inject_loss=0.03, payload_bytes=1024)
 
@@ -37,7 +37,7 @@ def test_cpu_seconds_counts_every_thread_of_the_process() -> None:
     import threading
     import time
 
-    from dlcp.host.bench import cpu_seconds
+    from dlcp.apps.bench.allreduce import cpu_seconds
 
     def burn() -> None:
         end = time.thread_time() + 0.3
@@ -73,7 +73,7 @@ def test_testbed_bench_scenarios_the_cli_offers_are_the_benchs() -> None:
     goals name ratios of scenarios the default run includes; ``loss`` runs at the hosts' rate."""
     import argparse
 
-    from dlcp.bench import testbed as bench
+    from dlcp.apps.bench import testbed as bench
     from dlcp.cli.main import build_parser
 
     parser = build_parser()
@@ -103,10 +103,10 @@ def test_the_resnet_scenario_turns_the_layer_priorities_off_and_keeps_the_switch
     """incast-resnet's fabric: incast's, plus a job per mode with one data class (``policy.num_classes = 2``);
     the controller then gives every layer of a kind one queue of its band, and keeps trimming, drop classes
     and the control queue; the jobs with priorities spread the layers over the band's queues."""
-    from dlcp.bench import testbed as bench
+    from dlcp.apps.bench import testbed as bench
+    from dlcp.apps.testbed.scenario import FEATURES_ON, ONE_CLASS, RING_1CLASS
     from dlcp.controller import modes
     from dlcp.testbed import spec as spec_mod
-    from dlcp.testbed.scenario import FEATURES_ON, ONE_CLASS, RING_1CLASS
 
     scenario, ways = bench.SCENARIOS["incast-resnet"]
     assert scenario.model == "resnet18" and scenario.topology == "star" and scenario.incast == 3
@@ -130,7 +130,7 @@ def test_the_resnet_scenario_turns_the_layer_priorities_off_and_keeps_the_switch
 
 
 def test_a_scenario_the_bench_does_not_know_is_refused_naming_the_choices(capsys: pytest.CaptureFixture) -> None:
-    from dlcp.bench import testbed as bench
+    from dlcp.apps.bench import testbed as bench
 
     with pytest.raises(ValueError, match=r"unknown scenario 'fat-tree'.*incast, loss, leaf-spine"):
         bench.scenario_named("fat-tree")
@@ -146,7 +146,7 @@ def test_leaf_spine_scenario_puts_the_ring_across_the_spines_on_fabric_links_slo
 ) -> None:
     """4 workers alternate between the leaves; the leaf-spine links, not the host links, are the bottleneck; two
     of the ring's data flows cross the spines in each direction, so per-flow ECMP can put two on one spine."""
-    from dlcp.bench import testbed as bench
+    from dlcp.apps.bench import testbed as bench
     from dlcp.controller.pacing import data_pairs
     from dlcp.controller.paths import Paths
     from dlcp.testbed import spec as spec_mod
@@ -180,7 +180,7 @@ def test_leaf_spine_scenario_puts_the_ring_across_the_spines_on_fabric_links_slo
 def test_alternating_workers_take_each_host_once_and_leave_the_background_host_out(
     workers: int, background: bool, order: str
 ) -> None:
-    from dlcp.testbed.scenario import Scenario
+    from dlcp.apps.testbed.scenario import Scenario
 
     s = Scenario(workers=workers, topology="leaf-spine", alternate_leaves=True, background_host=background)
     assert s.worker_hosts == order.split()
@@ -212,7 +212,7 @@ def _synthetic_runs() -> dict[str, list[dict[str, object] | None]]:
 
 
 def test_ratios_are_computed_within_repeats_that_have_both_sides_and_name_the_missing_one() -> None:
-    from dlcp.bench.compare import best_mode, missing_runs, ratios, time_to
+    from dlcp.apps.bench.compare import best_mode, missing_runs, ratios, time_to
 
     runs = _synthetic_runs()
     assert best_mode(runs) == "ring"  # median p50 0.32 s against ps's 0.44 s
@@ -233,7 +233,7 @@ def test_ratios_are_computed_within_repeats_that_have_both_sides_and_name_the_mi
 
 
 def test_the_priority_ratios_compare_the_front_layers_wait_with_one_class() -> None:
-    from dlcp.bench.compare import ratios
+    from dlcp.apps.bench.compare import ratios
 
     def row(p50: float, front: float) -> dict[str, object]:
         return {**_row(p50, p50, 0.9, [(1.0, 5, 0.9)]), "front_wait_p50_s": front}
@@ -250,7 +250,7 @@ def test_the_priority_ratios_compare_the_front_layers_wait_with_one_class() -> N
 
 
 def test_a_goal_holds_when_it_holds_in_two_of_three_repeats() -> None:
-    from dlcp.bench.compare import Goal, Ratio, needed
+    from dlcp.apps.bench.compare import Goal, Ratio, needed
 
     goal = Goal("<=", 0.6, "at most 0.60")
     assert [needed(n) for n in (1, 2, 3, 4, 6)] == [1, 2, 2, 3, 4]
@@ -267,10 +267,10 @@ def test_a_goal_holds_when_it_holds_in_two_of_three_repeats() -> None:
 def test_bench_keeps_the_other_runs_when_one_fails_and_reports_which(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dlcp.bench import testbed as bench
+    from dlcp.apps.bench import testbed as bench
+    from dlcp.apps.testbed.scenario import Turns
+    from dlcp.apps.train.trainer import TrainConfig
     from dlcp.cli.testbed_cmd import render_bench
-    from dlcp.host.train import TrainConfig
-    from dlcp.testbed.scenario import Turns
 
     seen = []
 
@@ -306,8 +306,8 @@ def test_a_failed_run_is_recorded_with_its_rank_and_the_turns_go_on(
     """run_scenario: the ways take turns repeat by repeat; a rank's failure marks that run missing, names the rank."""
     from types import SimpleNamespace
 
-    from dlcp.host.train import TrainConfig
-    from dlcp.testbed import scenario as sc
+    from dlcp.apps.testbed import scenario as sc
+    from dlcp.apps.train.trainer import TrainConfig
     from dlcp.testbed.jobs import WorkerFailed
 
     class Fabric:
@@ -341,7 +341,7 @@ def test_a_failed_run_is_recorded_with_its_rank_and_the_turns_go_on(
 
 
 def test_verdict_states_the_best_mode_against_ddps_default_whichever_way_it_goes() -> None:
-    from dlcp.bench.compare import verdict
+    from dlcp.apps.bench.compare import verdict
     from dlcp.cli.testbed_demo import LOADED_SHARE, load_note
 
     runs = _synthetic_runs()
@@ -379,7 +379,7 @@ def test_bmv2_rates_scale_the_scenarios_and_refuse_what_bmv2_cannot_run(tmp_path
     cannot drop at random), and so is BMv2 at full rates; the fabric files BMv2 gets pass its checks."""
     import dataclasses
 
-    from dlcp.bench import testbed as bench
+    from dlcp.apps.bench import testbed as bench
     from dlcp.testbed import spec as spec_mod
     from dlcp.units import parse_rate
 

@@ -42,22 +42,22 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(resources, "available_memory", lambda: MEMORY)
     monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", trap("a worker process"))
     monkeypatch.setattr(subprocess, "Popen", trap("a subprocess"))
-    import dlcp.bench.core
+    import dlcp.apps.bench.allreduce
+    import dlcp.apps.bench.core
+    import dlcp.apps.train.trainer
     import dlcp.cli.demo_cmd
-    import dlcp.host.bench
-    import dlcp.host.train
 
-    monkeypatch.setattr(dlcp.host.bench, "spawn", trap("dlcp bench allreduce's workers"))
-    monkeypatch.setattr(dlcp.host.train, "spawn", trap("a training"))
-    monkeypatch.setattr(dlcp.bench.core, "_best", trap("dlcp bench core's timing loop"))
+    monkeypatch.setattr(dlcp.apps.bench.allreduce, "spawn", trap("dlcp bench allreduce's workers"))
+    monkeypatch.setattr(dlcp.apps.train.trainer, "spawn", trap("a training"))
+    monkeypatch.setattr(dlcp.apps.bench.core, "_best", trap("dlcp bench core's timing loop"))
     monkeypatch.setattr(dlcp.cli.demo_cmd, "_one_strategy", trap("dlcp demo --core's link"))
     # The areas that landed later: simulations, the software switch, the controller, P4 tooling.
-    import dlcp.bench.switch
+    import dlcp.apps.bench.sim
+    import dlcp.apps.bench.switch
     import dlcp.controller.apply
     import dlcp.controller.counters
     import dlcp.controller.reconcile
     import dlcp.p4.generated
-    import dlcp.simulations.bench
     import dlcp.simulations.figures
     import dlcp.simulations.runner
     import dlcp.testbed.switch.dataplane
@@ -68,14 +68,14 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     for module, name in [
         (dlcp.simulations.runner, "run"),
         (dlcp.simulations.runner, "sweep"),
-        (dlcp.simulations.bench, "bench"),
+        (dlcp.apps.bench.sim, "bench"),
         (dlcp.simulations.figures, "run"),
         (dlcp.testbed.switch.dataplane.DataPlane, "from_config"),  # the switch checks its ports, then starts this
         (dlcp.testbed.switch.stats.StatsServer, "start"),
         (dlcp.testbed.switch.stats, "fetch"),
         (dlcp.testbed.switch.stats, "watch"),
         (dlcp.testbed.switch.p4rt.shell, "open_shell"),
-        (dlcp.bench.switch, "run"),
+        (dlcp.apps.bench.switch, "run"),
         (dlcp.controller.apply, "configure"),
         (dlcp.controller.counters, "read"),
         (dlcp.controller.reconcile, "run"),
@@ -319,13 +319,13 @@ def reached(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         hits.append("spawn")
         raise Reached
 
-    import dlcp.host.bench
-    import dlcp.host.train
+    import dlcp.apps.bench.allreduce
+    import dlcp.apps.train.trainer
 
     monkeypatch.setattr(resources, "usable_cpus", lambda: CPUS)
     monkeypatch.setattr(resources, "available_memory", lambda: MEMORY)
-    monkeypatch.setattr(dlcp.host.bench, "spawn", stop)
-    monkeypatch.setattr(dlcp.host.train, "spawn", stop)
+    monkeypatch.setattr(dlcp.apps.bench.allreduce, "spawn", stop)
+    monkeypatch.setattr(dlcp.apps.train.trainer, "spawn", stop)
     return hits
 
 

@@ -29,7 +29,7 @@ from dlcp.protocol import MessageKind
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FOLDERS = ("dlcp", "host", "controller", "testbed", "simulations", "tests", "p4src", "docs")
+FOLDERS = ("dlcp", "host", "controller", "testbed", "simulations", "apps", "tests", "p4src", "docs")
 """Top-level folders: a doc's ``folder/...`` names a file or folder of the repository."""
 OTHER_MAKEFILES = {"install"}
 """``make`` targets the docs name in other projects' builds (p4c's ``make install``, docs/switch.md)."""

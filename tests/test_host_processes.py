@@ -3,7 +3,7 @@
 import numpy as np
 from support import allreduce_worker, failing_worker
 
-from dlcp.host.launch import WorkerError, spawn
+from dlcp.apps.launch import WorkerError, spawn
 
 
 def test_ring_and_ps_across_processes() -> None:

@@ -45,7 +45,7 @@ def test_rendezvous_in_a_store_hosted_by_another_process() -> None:
 
     from torch.distributed import TCPStore
 
-    from dlcp.host.launch import free_tcp_port
+    from dlcp.apps.launch import free_tcp_port
     from dlcp.host.rendezvous import Rendezvous
 
     port = free_tcp_port()
@@ -75,8 +75,8 @@ def test_rendezvous_in_a_store_hosted_by_another_process() -> None:
 
 
 def test_session_from_env_takes_mode_and_servers_from_the_job() -> None:
+    from dlcp.apps.launch import free_tcp_port
     from dlcp.config import DLCPConfig, JobConfig, TransportConfig
-    from dlcp.host.launch import free_tcp_port
     from dlcp.host.session import open_session_from_env
 
     env = LaunchEnv(rank=0, world=1, store_port=free_tcp_port())

@@ -1,6 +1,7 @@
 """The layers of CONVENTIONS.md, read from the imports of every module (import-time or inside a function).
 
-floor 4  dlcp/cli, dlcp/bench, dlcp/__main__.py      anything
+floor 4  dlcp/cli, dlcp/__main__.py                anything
+         apps/ (dlcp.apps)                           anything but the CLI (the CLI is a parser over the apps)
 floor 3  testbed/ (but testbed/switch, testbed/toolchain)  floors 1-3
 floor 2  host/, controller/, testbed/switch/, testbed/toolchain/, simulations/: floor 1 and themselves
          (peers never import each other: the controller and the switch read the P4 spec, never the compiler)
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ("dlcp.cli", "dlcp.bench")
+APPS = ("dlcp.cli", "dlcp.apps")
 FLOOR2 = {
     "host": "dlcp.host",
     "controller": "dlcp.controller",
@@ -89,8 +90,10 @@ def builds_its_own_command_line(path: Path) -> bool:
 
 def rules(rel: str) -> tuple[str | None, tuple[str, ...]]:
     """The module's own package and the packages it may not import (the own package always goes)."""
-    if rel.startswith(("dlcp/cli/", "dlcp/bench/")) or rel == "dlcp/__main__.py":
+    if rel.startswith("dlcp/cli/") or rel == "dlcp/__main__.py":
         return None, ()
+    if rel.startswith("apps/"):
+        return None, ("dlcp.cli",)
     if rel.startswith("dlcp/"):
         return None, ABOVE_CORE
     for folder, own in FLOOR2.items():
@@ -102,11 +105,11 @@ def rules(rel: str) -> tuple[str | None, tuple[str, ...]]:
 
 
 def modules() -> list[Path]:
-    """Every module of the five folders (dlcp/'s links to the others are not followed: rglob does not)."""
+    """Every module of the six folders (dlcp/'s links to the others are not followed: rglob does not)."""
     skip = {".venv", "build", "__pycache__"}
     return [
         p
-        for top in ("dlcp", "host", "controller", "testbed", "simulations")
+        for top in ("dlcp", "host", "controller", "testbed", "simulations", "apps")
         for p in sorted((ROOT / top).rglob("*.py"))
         if not skip & set(p.relative_to(ROOT).parts)
     ]
@@ -128,7 +131,13 @@ def violations(path: Path, root: Path = ROOT) -> list[str]:
 def test_the_modules_are_found_once() -> None:
     rels = [p.relative_to(ROOT).as_posix() for p in modules()]
     assert len(rels) == len(set(rels))
-    for rel in ("dlcp/protocol.py", "controller/fabric.py", "testbed/switch/dataplane.py", "testbed/netns.py"):
+    for rel in (
+        "dlcp/protocol.py",
+        "controller/fabric.py",
+        "testbed/switch/dataplane.py",
+        "testbed/netns.py",
+        "apps/train/trainer.py",
+    ):
         assert rel in rels
 
 
@@ -200,6 +209,13 @@ def test_entry_points_can_be_run() -> None:
         ("simulations/x.py", '["python", "-m", "dlcp.simulations.child"]', False),
         ("host/x.py", '["python", "-P", "-m", "dlcp.testbed.traffic"]', True),
         ("dlcp/cli/x.py", 'module_argv("dlcp.cli.main")', False),
+        ("apps/x.py", "from dlcp.testbed.lifecycle import Testbed", False),
+        ("apps/x.py", "from dlcp.host.session import open_session", False),
+        ("apps/x.py", "from dlcp.cli import argv", True),
+        ("dlcp/cli/x.py", "from dlcp.apps.train import trainer", False),
+        ("testbed/x.py", "from dlcp.apps.testbed import scenario", True),
+        ("host/x.py", "from dlcp.apps.train.tasks import make", True),
+        ("dlcp/x.py", "from dlcp.apps import launch", True),
     ],
 )
 def test_the_rule_itself(tmp_path: Path, rel: str, line: str, bad: bool) -> None:

@@ -1,7 +1,7 @@
 """The one import namespace over the top-level folders, from anywhere, and no work at import time.
 
-``dlcp/host``, ``dlcp/controller``, ``dlcp/testbed`` and ``dlcp/simulations`` are relative
-symlinks (committed in git) to the top-level folders, so the source tree, the editable
+``dlcp/host``, ``dlcp/controller``, ``dlcp/testbed``, ``dlcp/simulations`` and ``dlcp/apps`` are
+relative symlinks (committed in git) to the top-level folders, so the source tree, the editable
 install and a wheel all resolve ``dlcp.host`` to ``host/``.
 """
 
@@ -27,10 +27,14 @@ FOLDERS = {
     "dlcp.testbed": "testbed",
     "dlcp.testbed.switch": "testbed/switch",
     "dlcp.simulations": "simulations",
+    "dlcp.apps": "apps",
+    "dlcp.apps.train": "apps/train",
+    "dlcp.apps.bench": "apps/bench",
+    "dlcp.apps.testbed": "apps/testbed",
 }
 """Every documented sub-namespace and the folder it lives in."""
 
-LINKED = ("host", "controller", "testbed", "simulations")
+LINKED = ("host", "controller", "testbed", "simulations", "apps")
 """The top-level folders linked into ``dlcp/``."""
 
 
@@ -81,7 +85,7 @@ def test_documented_imports_and_python_m_work_from(cwd: Path) -> None:
 
 
 def test_no_generic_top_level_names() -> None:
-    for generic in ("host", "controller", "testbed", "simulations"):
+    for generic in LINKED:
         code = f"import importlib.util,sys; sys.exit(importlib.util.find_spec('{generic}') is not None)"
         assert subprocess.run([sys.executable, "-c", code], cwd="/").returncode == 0, generic
 

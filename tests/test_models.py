@@ -1,4 +1,4 @@
-"""The models ``dlcp train`` trains (dlcp.models), their synthetic tasks (dlcp.host.tasks), the wait for the front
+"""The models ``dlcp train`` trains (dlcp.models), their synthetic tasks (dlcp.apps.train.tasks), the wait for the front
 layers' bucket (dlcp.host.timeline), and the garbage-collector switch (dlcp.host.shim.gcfreeze)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from dlcp import models
-from dlcp.host import tasks
+from dlcp.apps.train import tasks
+from dlcp.apps.train.trainer import TrainConfig, run
 from dlcp.host.shim.gcfreeze import freeze_after_setup
 from dlcp.host.timeline import Timeline, front_bucket_waits
-from dlcp.host.train import TrainConfig, run
 
 
 def _choices(*path: str) -> tuple[str, ...]:

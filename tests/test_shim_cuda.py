@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 import torch
 
+from dlcp.apps.launch import spawn
+from dlcp.apps.train.trainer import TrainConfig, _rank_main
 from dlcp.checks import BadValue
 from dlcp.cli.main import main
 from dlcp.config import TransportConfig
 from dlcp.host.collectives import Collectives
-from dlcp.host.launch import spawn
 from dlcp.host.local import local_endpoints, run_ranks
 from dlcp.host.session import Session
 from dlcp.host.shim.torch import DLCPState, HostBuffers, dlcp_hook
-from dlcp.host.train import TrainConfig, _rank_main
 
 CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA device: torch.cuda.is_available() is False")

@@ -5,13 +5,13 @@ import time
 import pytest
 import torch
 
+from dlcp.apps.train.trainer import TrainConfig, run
 from dlcp.config import TransportConfig
 from dlcp.host.collectives import Collectives
 from dlcp.host.errors import PeerTimeoutError
 from dlcp.host.local import local_endpoints, run_ranks
 from dlcp.host.session import Session
 from dlcp.host.shim.torch import DLCPState
-from dlcp.host.train import TrainConfig, run
 
 
 class Backwards(torch.nn.Module):
@@ -114,8 +114,8 @@ def test_gloo_ps_baseline_trains_like_gloos_all_reduce() -> None:
 
     Not bit for bit: rank 0 adds the gradients in another order than the ring does, which shows the hook ran.
     """
-    from dlcp.host.launch import spawn
-    from dlcp.host.train import _rank_main, summarize
+    from dlcp.apps.launch import spawn
+    from dlcp.apps.train.trainer import _rank_main, summarize
 
     def ranks(cfg: TrainConfig) -> list[dict]:
         return spawn(_rank_main, cfg.workers, cfg, timeout_s=600.0, threads_per_proc=1)

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from sim_support import needs_ns3
 
-from dlcp.bench import fidelity
-from dlcp.bench.testbed import SCENARIOS
-from dlcp.host.train import param_count
+from dlcp.apps.bench import fidelity
+from dlcp.apps.bench.testbed import SCENARIOS
+from dlcp.apps.train.trainer import param_count
 from dlcp.simulations import runner, scenario, workloads
 
 

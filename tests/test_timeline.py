@@ -1,4 +1,4 @@
-"""The per-rank timeline (dlcp.host.timeline) and ``dlcp testbed explain`` (dlcp.testbed.explain)."""
+"""The per-rank timeline (dlcp.host.timeline) and ``dlcp testbed explain`` (dlcp.apps.testbed.explain)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dlcp.apps.testbed import explain
 from dlcp.config import TransportConfig
 from dlcp.host.local import local_endpoints
 from dlcp.host.loss import LossSpec
 from dlcp.host.timeline import Timeline, label
 from dlcp.message import MessageKey, MessageSpec
 from dlcp.protocol import MessageKind
-from dlcp.testbed import explain
 
 
 def test_timeline_keeps_at_most_its_limit_and_counts_the_rest() -> None:

@@ -7,10 +7,10 @@ import socket
 import numpy as np
 import pytest
 
+from dlcp.apps.train.traffic import DLCPCounters, dlcp_bytes_sent, tcp_bytes_sent
 from dlcp.config import MAX_PAYLOAD_BYTES, TransportConfig
 from dlcp.host.collectives import Collectives, split_bounds
 from dlcp.host.local import local_endpoints, run_ranks
-from dlcp.host.traffic import DLCPCounters, dlcp_bytes_sent, tcp_bytes_sent
 from dlcp.protocol import HEADER_SIZE
 
 
@@ -65,7 +65,7 @@ def test_retransmissions_count_a_full_packet_each() -> None:
 @pytest.mark.slow
 def test_training_reports_the_bytes_its_workers_sent() -> None:
     """gloo's TCP bytes and DLCP's packets, both measured, near an all-reduce's volume; none where none went."""
-    from dlcp.host.train import TrainConfig, param_count, run
+    from dlcp.apps.train.trainer import TrainConfig, param_count, run
 
     small = {"epochs": 1, "train_samples": 1024, "test_samples": 256, "batch_size": 32, "payload_bytes": 1024}
     gloo = run(TrainConfig(backend="gloo", **small))  # type: ignore[arg-type]

@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _core(args: argparse.Namespace) -> int:
-    from dlcp.bench.core import run
+    from dlcp.apps.bench.core import run
 
     r = run(args.size, args.payload, args.gro, args.repeat)
     if args.json:
@@ -76,7 +76,7 @@ def register_allreduce(verbs: argparse._SubParsersAction) -> None:  # type: igno
 
 
 def _allreduce(args: argparse.Namespace) -> int:
-    from dlcp.host.bench import BenchConfig, run
+    from dlcp.apps.bench.allreduce import BenchConfig, run
 
     cfg = BenchConfig(
         workers=args.workers, size=args.size, mode=args.mode, inject_loss=args.inject_loss,

@@ -78,13 +78,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _fidelity(args: argparse.Namespace) -> int:
-    from dlcp.bench import fidelity
+    from dlcp.apps.bench import fidelity
 
     checks.in_range("--samples", args.samples, 96, 1 << 20)
     checks.in_range("--repeat", args.repeat, 1, 20)
     checks.in_range("--seeds", args.seeds, 1, 20)
     if args.run_testbed:
-        from dlcp.host.train import check
+        from dlcp.apps.train.trainer import check
         from dlcp.testbed.jobs import new_folder
         from dlcp.testbed.lifecycle import require_root
 
@@ -168,7 +168,7 @@ def _memory_refused(what: str) -> Iterator[None]:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from dlcp.simulations import bench
+    from dlcp.apps.bench import sim as bench
 
     for name in ("leaves", "hosts_per_leaf", "spines", "kb"):
         checks.at_least(f"--{name.replace('_', '-')}", getattr(args, name), 1)

@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     from dlcp import switch_limits as config
-    from dlcp.bench import switch as bench
+    from dlcp.apps.bench import switch as bench
 
     area = sub.add_parser("switch", help="DLCP's software switch: run it, read its statistics, benchmark it")
     verbs = area.add_subparsers(dest="verb", metavar="VERB", required=True)
@@ -218,7 +218,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from dlcp.bench import switch as bench
+    from dlcp.apps.bench import switch as bench
 
     try:
         sizes = tuple(int(s) for s in args.sizes.split(","))

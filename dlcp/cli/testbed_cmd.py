@@ -410,7 +410,7 @@ def _apply(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from dlcp.testbed import explain
+    from dlcp.apps.testbed import explain
 
     reports = explain.explain(Path(args.results))
     sys.stdout.write((json.dumps(reports, indent=1) if args.json else explain.render(reports)) + "\n")
@@ -487,8 +487,8 @@ def _traffic(args: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     from dlcp import checks
-    from dlcp.bench import testbed as bench
-    from dlcp.host.train import TrainConfig, check
+    from dlcp.apps.bench import testbed as bench
+    from dlcp.apps.train.trainer import TrainConfig, check
     from dlcp.testbed.jobs import new_folder
     from dlcp.testbed.lifecycle import require_root
 
@@ -563,7 +563,7 @@ def render_bench(report: dict[str, Any]) -> str:
 
 def _faults(args: argparse.Namespace) -> int:
     from dlcp import checks
-    from dlcp.testbed import faults
+    from dlcp.apps.testbed import faults
     from dlcp.testbed.jobs import new_folder
     from dlcp.testbed.lifecycle import require_root
 

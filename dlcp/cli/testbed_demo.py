@@ -1,6 +1,6 @@
 """``dlcp demo --testbed``: one training job run several ways on an emulated cluster under incast.
 
-The fabric (:class:`dlcp.testbed.scenario.Scenario`): a star of DLCP software
+The fabric (:class:`dlcp.apps.testbed.scenario.Scenario`): a star of DLCP software
 switches, the parameter server's link the bottleneck, background web-search
 flows and incast toward the server. The ways (``--ways``): DDP's default, gloo's
 all-reduce over TCP (the baseline); full DLCP ring and PS; DLCP with the switch
@@ -43,7 +43,7 @@ def namespaces_unavailable() -> str | None:
 
 
 def train_config(args: argparse.Namespace) -> Any:
-    from dlcp.host.train import TrainConfig
+    from dlcp.apps.train.trainer import TrainConfig
 
     return TrainConfig(
         workers=args.workers, model=args.model, epochs=args.epochs, train_samples=args.samples, seed=args.seed,
@@ -75,7 +75,7 @@ def _median(values: Sequence[float]) -> float | None:
 
 def table(runs: Mapping[str, Sequence[Mapping[str, Any] | None]], names: Mapping[str, str]) -> str:
     """One line per way: medians over the repeats (p50 and p99 with their min..max)."""
-    from dlcp.bench.compare import targets, time_to
+    from dlcp.apps.bench.compare import targets, time_to
 
     aims = targets(runs)
     valid = [t for t in aims if t is not None]
@@ -118,9 +118,9 @@ def table(runs: Mapping[str, Sequence[Mapping[str, Any] | None]], names: Mapping
 
 
 def ways(text: str) -> tuple[Any, ...]:
-    """``--ways``: the chosen runs of :data:`dlcp.testbed.scenario.WAYS`, in the order given."""
+    """``--ways``: the chosen runs of :data:`dlcp.apps.testbed.scenario.WAYS`, in the order given."""
     from dlcp import checks
-    from dlcp.testbed.scenario import WAYS
+    from dlcp.apps.testbed.scenario import WAYS
 
     by_key = {w.key: w for w in WAYS}
     keys = [k.strip() for k in text.split(",") if k.strip()]
@@ -179,8 +179,8 @@ def plot(runs: Mapping[str, Sequence[Mapping[str, Any] | None]], names: Mapping[
 
 def run_testbed_demo(args: argparse.Namespace) -> int:
     from dlcp import checks
+    from dlcp.apps.train.trainer import check
     from dlcp.cli.train_demo import _out_dir, run_training_demo
-    from dlcp.host.train import check
 
     chosen = ways(args.ways)
     checks.in_range("--repeat", args.repeat, 1, 20)
@@ -193,10 +193,10 @@ def run_testbed_demo(args: argparse.Namespace) -> int:
 
         sys.stderr.write("demo: not root: running in a user and network namespace of its own\n")
         userns.reexec(cli_argv(*args.raw_argv))
-    from dlcp.bench.compare import missing_runs, verdict
+    from dlcp.apps.bench.compare import missing_runs, verdict
+    from dlcp.apps.testbed.scenario import Scenario, run_scenario
     from dlcp.testbed.jobs import new_folder
     from dlcp.testbed.lifecycle import TestbedError
-    from dlcp.testbed.scenario import Scenario, run_scenario
 
     args.workers = max(3, args.workers)  # a PS and two workers at least, so the server's link sees incast
     cfg = train_config(args)

@@ -85,8 +85,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _train(args: argparse.Namespace) -> int:
+    from dlcp.apps.train.trainer import TrainConfig, run, run_node
     from dlcp.host.launch_env import LaunchEnv
-    from dlcp.host.train import TrainConfig, run, run_node
 
     launch = LaunchEnv.from_environ() if args.node else None
     cfg = TrainConfig(

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from dlcp import checks
+from dlcp.apps.train.trainer import TrainConfig, check, run
 from dlcp.cli.plotting import pyplot
 from dlcp.cli.train_cmd import megabytes
-from dlcp.host.train import TrainConfig, check, run
 
 log = logging.getLogger(__name__)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import tomllib
 
+from dlcp.apps.train.trainer import TrainConfig, policy_for
 from dlcp.controller import fabric, pacing
 from dlcp.controller.paths import Paths
 from dlcp.host.pacing import AimdPacer, PacingConfig
 from dlcp.host.pacing import for_host as pacing_for_host
-from dlcp.host.train import TrainConfig, policy_for
 from dlcp.protocol import HEADER_SIZE
 from dlcp.rate_control import headroom
 

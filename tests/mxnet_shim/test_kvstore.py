@@ -25,7 +25,7 @@ with warnings.catch_warnings():
     # isort: on
 from mxnet_support import kvstore_worker, reference_training, trainer_worker  # noqa: E402
 
-from dlcp.host.launch import spawn  # noqa: E402
+from dlcp.apps.launch import spawn  # noqa: E402
 
 LOSSLESS = """
 [policy.push]

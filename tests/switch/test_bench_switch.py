@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dlcp.bench import switch as bench
+from dlcp.apps.bench import switch as bench
 
 
 def test_json_keys_name_their_units() -> None:

@@ -11,10 +11,10 @@ import pytest
 from pyroute2 import netns
 from testbed_support import dlcp, unique_name
 
+from dlcp.apps.testbed import faults
+from dlcp.apps.testbed.faults import FaultRun, RankOutcome
 from dlcp.controller import fabric as fabric_mod
 from dlcp.controller.state import desired
-from dlcp.testbed import faults
-from dlcp.testbed.faults import FaultRun, RankOutcome
 
 ROOT = Path(__file__).resolve().parents[2]
 

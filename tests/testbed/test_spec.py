@@ -103,7 +103,7 @@ def test_bmv2_refuses_loss_and_delay(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("topology", ["star", "leaf-spine"])
 def test_demo_scenario_fabrics(tmp_path: Path, topology: str) -> None:
-    from dlcp.testbed.scenario import Scenario
+    from dlcp.apps.testbed.scenario import Scenario
 
     sc = Scenario(name="sc", workers=3, topology=topology, switch="bmv2")
     s = spec.load(sc.write(tmp_path))
@@ -140,10 +140,10 @@ def test_job_file_paces_the_hosts_to_their_share_of_the_bottleneck(tmp_path: Pat
 
 def test_scenario_jobs_carry_the_loss_bound_the_ranks_read(tmp_path: Path) -> None:
     """On the testbed the ranks take their policy from the job file, not from ``--loss-bound``."""
+    from dlcp.apps.testbed.scenario import Scenario
     from dlcp.config import load as load_job
     from dlcp.protocol import MessageKind
     from dlcp.testbed.jobs import write_job_file
-    from dlcp.testbed.scenario import Scenario
 
     s = spec.load(Scenario(name="bound", loss_bound=0.025).write(tmp_path))
     for job in s.fabric.jobs.values():

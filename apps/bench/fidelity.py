@@ -1,6 +1,6 @@
 """``dlcp sim fidelity``: one small training job on the testbed and in the simulator, side by side.
 
-The testbed part runs the bench's ``incast`` fabric (:mod:`dlcp.bench.testbed`: a star, the
+The testbed part runs the bench's ``incast`` fabric (:mod:`dlcp.apps.bench.testbed`: a star, the
 parameter server h1 behind a shaped bottleneck, web-search background and UDP incast toward h1)
 with two ways: gloo over TCP (ring) and full DLCP (PS). It needs root and takes a few minutes;
 its result is a JSON file (``testbed.json``) that the simulator part reads, so the comparison
@@ -29,9 +29,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from dlcp.host.train import TrainConfig, param_count
+from dlcp.apps.testbed.scenario import Way
+from dlcp.apps.train.trainer import TrainConfig, param_count
 from dlcp.protocol import HEADER_SIZE
-from dlcp.testbed.scenario import Way
 from dlcp.units import parse_rate, parse_size
 
 GLOO = Way("gloo/TCP ps", "gloo", "ps")
@@ -67,10 +67,10 @@ def run_testbed(
     folder: Path, samples: int, repeat: int, progress: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
     """Run gloo and full DLCP on the bench's ``incast`` fabric, taking turns ``repeat`` times (root)."""
-    from dlcp.bench.testbed import SCENARIOS
+    from dlcp.apps.bench.testbed import SCENARIOS
+    from dlcp.apps.testbed.scenario import run_way
     from dlcp.testbed import spec as spec_mod
     from dlcp.testbed.lifecycle import Testbed
-    from dlcp.testbed.scenario import run_way
 
     say = progress or (lambda text: None)
     cfg = train_config(samples)

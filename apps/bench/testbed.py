@@ -1,6 +1,6 @@
 """``dlcp testbed bench``: DLCP against DDP's default (gloo's all-reduce) on the emulated cluster, in the same run.
 
-Every scenario runs five ways (:mod:`dlcp.testbed.scenario`): gloo all-reduce (DDP's default, the baseline), full
+Every scenario runs five ways (:mod:`dlcp.apps.testbed.scenario`): gloo all-reduce (DDP's default, the baseline), full
 DLCP ring, full DLCP PS, and DLCP ring and PS with the switch features off; ``extra_gloo_ps`` adds a parameter
 server over gloo's point-to-point TCP as an extra row (not a baseline). The scenarios:
 
@@ -13,11 +13,11 @@ server over gloo's point-to-point TCP as an extra row (not a baseline). The scen
 * ``loss-200mbit`` (only when named): ``loss`` with that link at 200 Mbit/s;
 * ``incast-resnet`` (only when named): ``incast`` training ``resnet18`` (0.70M parameters in about 6 DDP
   buckets), full DLCP ring and PS each with the layer priorities on and off (one priority class, the switch
-  features on: :data:`dlcp.testbed.scenario.ONE_CLASS`); it reports how long each iteration waits for its
+  features on: :data:`dlcp.apps.testbed.scenario.ONE_CLASS`); it reports how long each iteration waits for its
   front layers' bucket (``front_wait_p50_s``, :func:`dlcp.host.timeline.front_bucket_waits`) and its p50.
 
 Each scenario's fabric comes up once; its ways then take turns, ``repeat`` times, so that a slow moment of the
-machine hits every way alike. Each ratio is computed within a repeat (:mod:`dlcp.bench.compare`), over the
+machine hits every way alike. Each ratio is computed within a repeat (:mod:`dlcp.apps.bench.compare`), over the
 repeats in which both sides completed; the report gives their median and range, and for each goal in how many
 repeats it holds.
 """
@@ -30,9 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dlcp.bench.compare import Goal, Ratio, best_mode, missing_runs, ratios
-from dlcp.host.train import TrainConfig
-from dlcp.testbed.scenario import (
+from dlcp.apps.bench.compare import Goal, Ratio, best_mode, missing_runs, ratios
+from dlcp.apps.testbed.scenario import (
     GLOO_ALLREDUCE,
     GLOO_PS,
     PS,
@@ -45,6 +44,7 @@ from dlcp.testbed.scenario import (
     Way,
     run_scenario,
 )
+from dlcp.apps.train.trainer import TrainConfig
 
 WAYS = (GLOO_ALLREDUCE, RING, PS, RING_OFF, PS_OFF)
 """What every scenario runs; the first is the baseline."""

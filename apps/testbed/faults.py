@@ -38,13 +38,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dlcp.apps.testbed.scenario import FEATURES_ON, GLOO_ALLREDUCE, PS, RING, Scenario, Way
+from dlcp.apps.train.trainer import PROGRESS_PREFIX
 from dlcp.controller.model import Fabric
-from dlcp.host.train import PROGRESS_PREFIX
 from dlcp.testbed import counters, layout
 from dlcp.testbed import spec as spec_mod
 from dlcp.testbed.jobs import last_json, start_ranks, stop_groups, train_command
 from dlcp.testbed.lifecycle import Testbed, TestbedError, host_popen, our_namespaces, python_argv
-from dlcp.testbed.scenario import FEATURES_ON, GLOO_ALLREDUCE, PS, RING, Scenario, Way
 from dlcp.testbed.state import ProcessRecord, start_ticks
 
 log = logging.getLogger(__name__)

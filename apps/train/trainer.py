@@ -5,13 +5,13 @@ The models are :data:`dlcp.models.MODELS`: three MLPs, ``mlp`` (~50k parameters)
 trains, so that a loss bound covers packets) and ``mlp-large`` (~10.5M
 parameters, so communication matters on loopback); a ResNet (``resnet18``,
 width set by ``--width``) and a GPT-style transformer (``gpt``). Each trains on
-its family's synthetic task (:mod:`dlcp.host.tasks`), deterministic from the
+its family's synthetic task (:mod:`dlcp.apps.train.tasks`), deterministic from the
 seed and downloaded from nowhere, with a held-out test set; the accuracy is
 top-1 (next-token top-1 for ``gpt``). Every worker starts from the same weights
 (seeded), trains on its shard of each batch
 with SGD + momentum under DDP, and the gradients are summed by gloo's
 all-reduce (``--backend gloo``; with ``--mode ps`` a parameter server over
-gloo's TCP point-to-point, :mod:`dlcp.host.gloo_ps`) or by DLCP's hook.
+gloo's TCP point-to-point, :mod:`dlcp.apps.train.gloo_ps`) or by DLCP's hook.
 """
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ from typing import Any
 import numpy as np
 
 from dlcp import checks, models, resources
+from dlcp.apps.launch import spawn
+from dlcp.apps.train.tasks import make as make_task_of
+from dlcp.apps.train.tasks import sample_bytes
+from dlcp.apps.train.traffic import DLCPCounters, dlcp_bytes_sent, tcp_bytes_sent
 from dlcp.config import DLCPConfig, TransportConfig, check_payload_bytes
 from dlcp.config import load as load_config
-from dlcp.host.launch import spawn
 from dlcp.host.launch_env import LaunchEnv
 from dlcp.host.loss import LossSpec
 from dlcp.host.shim.gcfreeze import freeze_after_setup
-from dlcp.host.tasks import make as make_task_of
-from dlcp.host.tasks import sample_bytes
 from dlcp.host.timeline import Timeline, front_bucket_waits
-from dlcp.host.traffic import DLCPCounters, dlcp_bytes_sent, tcp_bytes_sent
 from dlcp.policy import KindPolicy, Policy
 from dlcp.protocol import MessageKind
 
@@ -187,7 +187,7 @@ def check(cfg: TrainConfig) -> None:
 
 
 def make_task(cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The model's deterministic synthetic task (:mod:`dlcp.host.tasks`): (x_train, y_train, x_test, y_test)."""
+    """The model's deterministic synthetic task (:mod:`dlcp.apps.train.tasks`): (x_train, y_train, x_test, y_test)."""
     return make_task_of(cfg.spec, cfg.seed, cfg.train_samples, cfg.n_test)
 
 
@@ -304,7 +304,7 @@ def _rank_main(
         state = DLCPState(session, model=ddp, mode=cfg.mode)  # type: ignore[arg-type]
         ddp.register_comm_hook(state, dlcp_hook)
     elif cfg.mode == "ps":
-        from dlcp.host.gloo_ps import gloo_ps_hook
+        from dlcp.apps.train.gloo_ps import gloo_ps_hook
 
         ddp.register_comm_hook(None, gloo_ps_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=cfg.lr, momentum=0.9)
@@ -402,7 +402,7 @@ def run_node(cfg: TrainConfig, launch: LaunchEnv) -> dict[str, Any]:
 
 
 def _traffic(per_rank: list[dict[str, Any]]) -> dict[str, int | None]:
-    """Bytes all ranks sent while training, measured (``dlcp.host.traffic``): over TCP, over DLCP, and in all."""
+    """Bytes all ranks sent while training, measured (``dlcp.apps.train.traffic``): over TCP, over DLCP, and in all."""
     tcp = None if any(r["tcp_bytes_sent"] is None for r in per_rank) else sum(r["tcp_bytes_sent"] for r in per_rank)
     dlcp = dlcp_bytes_sent([r["dlcp_sent"] for r in per_rank])
     return {"tcp_bytes_sent": tcp, "dlcp_bytes_sent": dlcp, "bytes_sent": None if tcp is None else tcp + dlcp}

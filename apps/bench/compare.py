@@ -1,9 +1,9 @@
 """Comparisons of training runs with the baseline users run: ratios per repeat, goals, the demo's verdict.
 
-Pure functions over the rows :func:`dlcp.testbed.scenario.run_way` returns (``iter_p50_s``, ``iter_p99_s``,
+Pure functions over the rows :func:`dlcp.apps.testbed.scenario.run_way` returns (``iter_p50_s``, ``iter_p99_s``,
 ``test_accuracy``, ``accuracy_curve``), used by ``dlcp testbed bench`` and ``dlcp demo --testbed``.
 
-``runs`` maps a way's key (:attr:`dlcp.testbed.scenario.Way.key`: ``gloo`` for DDP with gloo's all-reduce,
+``runs`` maps a way's key (:attr:`dlcp.apps.testbed.scenario.Way.key`: ``gloo`` for DDP with gloo's all-reduce,
 ``ring``, ``ps``, ``ring-off``, ``ps-off``, ``ring-1class``, ``ps-1class``, ``gloo-ps``) to one row per repeat,
 ``None`` where that repeat's run failed. A ratio is computed within each repeat that has both sides and reported
 as its median and range over those repeats; the repeats that lack a side are named.

@@ -5,7 +5,7 @@ one job per way of running (the fabric file's jobs: DLCP with the switch
 features on, and off, per mode), written as a fabric file into the results
 folder. :func:`run_scenario` brings it up once, and the ways take turns (``repeat`` times): for each
 :class:`Way` it starts the background traffic (``dlcp testbed traffic``, same seed every time), runs
-the training on the job's hosts, and gathers the summary (:func:`dlcp.host.train.summarize`)
+the training on the job's hosts, and gathers the summary (:func:`dlcp.apps.train.trainer.summarize`)
 with the switches' drops and trims and the machine's CPU during the run.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dlcp import flow_sizes
-from dlcp.host.train import TrainConfig, summarize
+from dlcp.apps.train.trainer import TrainConfig, summarize
 from dlcp.protocol import UDP_PORT
 from dlcp.testbed import spec as spec_mod
 from dlcp.testbed import traffic as traffic_gen

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from dlcp import checks, resources
+from dlcp.apps.launch import spawn
 from dlcp.config import ConfigError, DLCPConfig, TransportConfig, load
 from dlcp.host.collectives import Collectives, Mode, split_bounds
-from dlcp.host.launch import spawn
 from dlcp.host.loss import LossInjector, LossSpec
 
 log = logging.getLogger(__name__)
