@@ -42,7 +42,7 @@ from dlcp.controller import pacing
 from dlcp.controller.model import JobSpec
 from dlcp.controller.paths import Paths
 from dlcp.testbed import counters, layout
-from dlcp.testbed.lifecycle import Testbed, is_up, python_argv
+from dlcp.testbed.lifecycle import Testbed, is_up
 from dlcp.testbed.spec import TestbedSpec
 from dlcp.testbed.tomlout import dumps as toml_dumps
 
@@ -383,8 +383,3 @@ def run_on_fabric(
     finally:
         if not was_up and not keep:
             tb.down()
-
-
-def train_command(backend: str, mode: str, extra: Sequence[str] = ()) -> list[str]:
-    """``dlcp train --node`` for one rank (the testbed's launch environment supplies the rest)."""
-    return python_argv("train", "--node", "--backend", backend, "--mode", mode, *extra)

@@ -1,9 +1,10 @@
 """Training through faults on the testbed (``dlcp testbed faults``): what the user sees, no hangs, no divergence,
 nothing left behind.
 
-Each run builds a fabric, starts ``dlcp train --node --progress`` on the job's hosts (one rank per host namespace),
-waits until every rank has finished ``fault_at`` iterations, injects one fault, and then waits for every rank that
-was not killed, at most ``hang_after_s``. The faults (:data:`FAULTS`):
+Each run builds a fabric, starts a training rank with ``--progress`` on each of the job's hosts
+(:mod:`dlcp.apps.train.node`, one rank per host namespace), waits until every rank has finished ``fault_at``
+iterations, injects one fault, and then waits for every rank that was not killed, at most ``hang_after_s``. The
+faults (:data:`FAULTS`):
 
 * ``switch-restart``: the star's switch is killed with SIGKILL and started again, with empty tables; a
   controller that stays connected (``dlcp controller run``, started for the run in the switch namespace)
@@ -39,11 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from dlcp.apps.testbed.scenario import FEATURES_ON, GLOO_ALLREDUCE, PS, RING, Scenario, Way
+from dlcp.apps.train import node
 from dlcp.apps.train.trainer import PROGRESS_PREFIX
 from dlcp.controller.model import Fabric
 from dlcp.testbed import counters, layout
 from dlcp.testbed import spec as spec_mod
-from dlcp.testbed.jobs import last_json, start_ranks, stop_groups, train_command
+from dlcp.testbed.jobs import last_json, start_ranks, stop_groups
 from dlcp.testbed.lifecycle import Testbed, TestbedError, host_popen, our_namespaces, python_argv
 from dlcp.testbed.state import ProcessRecord, start_ticks
 
@@ -394,7 +396,7 @@ def run_one(
         if fault.name == "switch-restart":
             ctl = _start_controller(tb, folder)
             pids[ctl.pid] = start_ticks(ctl.pid) or 0
-        command = train_command(way.backend, way.mode, cfg.train_args())
+        command = node.argv(way.backend, way.mode, cfg.train_args())
         ranks = start_ranks(tb, command, folder, job.id, procs, started)
         pids.update({p.pid: start_ticks(p.pid) or 0 for p in procs.values()})
         injector = _Injector(tb, fault, procs)

@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from dlcp import flow_sizes
+from dlcp.apps.train import node
 from dlcp.apps.train.trainer import TrainConfig, summarize
 from dlcp.protocol import UDP_PORT
 from dlcp.testbed import spec as spec_mod
 from dlcp.testbed import traffic as traffic_gen
-from dlcp.testbed.jobs import WorkerFailed, cpu_snapshot, run_job, train_command
+from dlcp.testbed.jobs import WorkerFailed, cpu_snapshot, run_job
 from dlcp.testbed.lifecycle import Testbed
 from dlcp.testbed.spec import INCAST_BYTES
 from dlcp.testbed.state import ProcessRecord, start_ticks
@@ -310,7 +311,7 @@ def run_way(
     traffic = _start_traffic(tb, traffic_s, folder) if traffic_s > 0 else None
     start = time.monotonic()
     try:
-        result = run_job(tb, train_command(way.backend, way.mode, extra), folder, job_id=way.job_id,
+        result = run_job(tb, node.argv(way.backend, way.mode, extra), folder, job_id=way.job_id,
                          timeout_s=timeout_s)  # fmt: skip
     finally:
         if traffic is not None:

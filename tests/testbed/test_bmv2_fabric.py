@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from testbed_support import dlcp, namespaces_of, star, unique_name
 
+from dlcp.apps.train import node
 from dlcp.testbed import counters, layout, probe, spec, traffic
-from dlcp.testbed.jobs import new_folder, run_job, train_command
+from dlcp.testbed.jobs import new_folder, run_job
 from dlcp.testbed.lifecycle import SIMPLE_SWITCH_GRPC
 from dlcp.testbed.lifecycle import Testbed as Fabric
 from dlcp.testbed.spec import TrafficSettings
@@ -117,7 +118,7 @@ def test_dlcp_training_through_a_bmv2_leaf_spine_under_background_traffic(tmp_pa
         )
         background.start()
         try:
-            cmd = train_command("dlcp", "ring", ["--epochs", "1", "--samples", "768", "--model", "mlp"])
+            cmd = node.argv("dlcp", "ring", ["--epochs", "1", "--samples", "768", "--model", "mlp"])
             result = run_job(tb, cmd, new_folder(tmp_path, "dlcp"), job_id=1, timeout_s=400)
         finally:
             background.join(60)

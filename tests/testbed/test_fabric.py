@@ -14,8 +14,9 @@ import pytest
 from pyroute2 import IPRoute
 from testbed_support import dlcp, leaf_spine, namespaces_of, star, unique_name
 
+from dlcp.apps.train import node
 from dlcp.testbed import counters, layout, probe, spec
-from dlcp.testbed.jobs import WorkerFailed, new_folder, run_job, train_command
+from dlcp.testbed.jobs import WorkerFailed, new_folder, run_job
 from dlcp.testbed.lifecycle import Testbed as Fabric
 from dlcp.testbed.lifecycle import processes_in
 
@@ -70,7 +71,7 @@ def test_status_lists_the_fabric(star_tb: Fabric) -> None:
 
 @pytest.mark.parametrize("backend", ["gloo", "dlcp"])
 def test_training_through_the_star(star_tb: Fabric, backend: str, tmp_path: Path) -> None:
-    cmd = train_command(backend, "ring", ["--epochs", "1", "--samples", "1536", "--model", "mlp"])
+    cmd = node.argv(backend, "ring", ["--epochs", "1", "--samples", "1536", "--model", "mlp"])
     result = run_job(star_tb, cmd, new_folder(tmp_path, backend), timeout_s=300)
     assert result.ok
     assert [o["rank"] for o in result.outputs()] == [0, 1, 2]
