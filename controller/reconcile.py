@@ -11,7 +11,9 @@ controller takes over, so a backup never writes; the change is reported both way
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -84,6 +86,21 @@ async def run(
         for t in tasks + watch:
             t.cancel()
         await asyncio.gather(*tasks, *watch, return_exceptions=True)
+
+
+def serve(fabric: Fabric, on_event: Callable[[Event], None], **kw: Any) -> None:
+    """:func:`run` (with its keyword arguments ``kw``) until SIGINT or SIGTERM, either of which stops it as ``stop``
+    does: ``dlcp controller run``, and the testbed's controller that stays (:mod:`dlcp.testbed.reconciler`)."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        await run(fabric, on_event, stop=stop, **kw)
+
+    asyncio.run(main())
 
 
 RECONNECT_S = 0.5

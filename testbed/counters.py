@@ -6,8 +6,8 @@ every namespace, so this needs no namespace of its own.
 
 BMv2 serves no such socket. Its document is made of the same parts from what it
 has: DLCP's P4 counters (``forwarded``, ``dropped``, ``trimmed`` per port and
-class), read over P4Runtime by DLCP's controller (``dlcp controller stats``, run
-in the switches' namespace, where their gRPC servers listen); each port's
+class), read over P4Runtime by DLCP's controller (:mod:`dlcp.testbed.p4counters`,
+run in the switches' namespace, where their gRPC servers listen); each port's
 received frames from its interface's kernel counters; and, where the kernel
 carries out the links' rates (:mod:`dlcp.testbed.shaping`), the drops of the
 port's kernel queue (``queue_dropped``: not by class). ``sent`` is what BMv2's
@@ -26,8 +26,8 @@ from typing import Any
 from pyroute2 import NetNS
 
 from dlcp.protocol import NUM_PRIORITY_CLASSES
-from dlcp.testbed import layout, shaping
-from dlcp.testbed.lifecycle import host_popen, python_argv
+from dlcp.testbed import layout, p4counters, shaping
+from dlcp.testbed.lifecycle import run_in
 from dlcp.testbed.state import FabricState
 from dlcp.testbed.switch import stats
 
@@ -52,19 +52,15 @@ def fetch_all(state: FabricState) -> dict[str, Any]:
 
 def _controller_cells(state: FabricState) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """Every BMv2's P4 counter cells, read by DLCP's controller in the switches' namespace; and its errors."""
-    argv = python_argv("controller", "stats", "--json", state.fabric_file)
-    proc = host_popen(layout.switch_ns(state.name), argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        out, err = proc.communicate(timeout=BMV2_READ_S)
+        done = run_in(layout.switch_ns(state.name), p4counters.argv(state.fabric_file), BMV2_READ_S)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
         why = f"the controller did not read the counters within {BMV2_READ_S:g} s"
         return [], {n: why for n in state.switches}
-    if proc.returncode != 0:
-        why = f"the controller could not read the counters: {err.decode(errors='replace').strip()[-500:]}"
+    if done.returncode != 0:
+        why = f"the controller could not read the counters: {done.stderr.decode(errors='replace').strip()[-500:]}"
         return [], {n: why for n in state.switches}
-    doc = json.loads(out)
+    doc = json.loads(done.stdout)
     return list(doc["cells"]), dict(doc["errors"])
 
 

@@ -29,7 +29,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -223,11 +222,6 @@ def signals_raise() -> Iterator[None]:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-
-
-def python_argv(*args: str) -> list[str]:
-    """``dlcp ARGS`` as this interpreter runs it (-P: the current folder never shadows the installed package)."""
-    return [sys.executable, "-P", "-m", "dlcp.cli.main", *args]
 
 
 def _log_tail(path: Path, lines: int = 15) -> str:
@@ -511,19 +505,18 @@ class Testbed:
 
         Returns its report per switch (:func:`dlcp.testbed.controlplane.configure`)."""
         argv = controlplane.argv(self.spec.path, self.spec.settings.switch, down)
-        proc = host_popen(layout.switch_ns(self.name), argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
-            out, err = proc.communicate(timeout=APPLY_TIMEOUT_S)
+            done = run_in(layout.switch_ns(self.name), argv, APPLY_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
             raise TestbedError(f"the controller did not finish within {APPLY_TIMEOUT_S:.0f} s") from None
         with open(self.dir / "controller.log", "ab") as f:
-            f.write(out + err)
-        if proc.returncode != 0:
-            raise TestbedError(f"the controller could not configure the switches:\n{err.decode(errors='replace')}")
+            f.write(done.stdout + done.stderr)
+        if done.returncode != 0:
+            raise TestbedError(
+                f"the controller could not configure the switches:\n{done.stderr.decode(errors='replace')}"
+            )
         try:
-            reports: list[dict[str, Any]] = json.loads(out.decode(errors="replace").strip().splitlines()[-1])
+            reports: list[dict[str, Any]] = json.loads(done.stdout.decode(errors="replace").strip().splitlines()[-1])
         except (ValueError, IndexError):
             raise TestbedError(f"the controller gave no report; see {self.dir / 'controller.log'}") from None
         return reports
@@ -569,6 +562,19 @@ def host_popen(namespace: str, argv: Sequence[str], **kw: Any) -> subprocess.Pop
     if namespace_inode(namespace) is None:
         raise TestbedError(f"namespace {namespace} does not exist (is the fabric up?)")
     return popen_in(namespace, argv, **kw)
+
+
+def run_in(namespace: str, argv: Sequence[str], timeout_s: float) -> subprocess.CompletedProcess[bytes]:
+    """Run ``argv`` in namespace ``namespace`` to its end, its stdout and stderr captured; after ``timeout_s`` it is
+    killed and reaped, and :class:`subprocess.TimeoutExpired` raised."""
+    proc = host_popen(namespace, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
 
 
 def _offloads_off(ifname: str) -> None:

@@ -7,8 +7,8 @@ iterations, injects one fault, and then waits for every rank that was not killed
 faults (:data:`FAULTS`):
 
 * ``switch-restart``: the star's switch is killed with SIGKILL and started again, with empty tables; a
-  controller that stays connected (``dlcp controller run``, started for the run in the switch namespace)
-  reconciles it when it comes back;
+  controller that stays connected (:mod:`dlcp.testbed.reconciler`, what ``dlcp controller run`` runs, started
+  for the run in the switch namespace) reconciles it when it comes back;
 * ``spine-down``: on a 2-leaf, 2-spine fabric whose ranks alternate between the leaves (so that every ring step
   and every PS exchange crosses the spines), both links of spine ``spine1`` go down (both veth ends); the
   controller is told which links are down (the software switch reports no port status), recomputes the paths
@@ -43,10 +43,10 @@ from dlcp.apps.testbed.scenario import FEATURES_ON, GLOO_ALLREDUCE, PS, RING, Sc
 from dlcp.apps.train import node
 from dlcp.apps.train.trainer import PROGRESS_PREFIX
 from dlcp.controller.model import Fabric
-from dlcp.testbed import counters, layout
+from dlcp.testbed import counters, layout, reconciler
 from dlcp.testbed import spec as spec_mod
 from dlcp.testbed.jobs import last_json, start_ranks, stop_groups
-from dlcp.testbed.lifecycle import Testbed, TestbedError, host_popen, our_namespaces, python_argv
+from dlcp.testbed.lifecycle import Testbed, TestbedError, host_popen, our_namespaces
 from dlcp.testbed.state import ProcessRecord, start_ticks
 
 log = logging.getLogger(__name__)
@@ -284,8 +284,9 @@ def leftovers(fabric: str, pids: dict[int, int]) -> list[str]:
 
 
 def _start_controller(tb: Testbed, folder: Path) -> subprocess.Popen[bytes]:
-    """``dlcp controller run`` for the fabric, inside the switch namespace, recorded so that ``down`` ends it."""
-    argv = python_argv("controller", "run", "--json", "--interval", f"{CONTROLLER_INTERVAL_S:g}", str(tb.spec.path))
+    """The controller that stays (:mod:`dlcp.testbed.reconciler`) for the fabric, inside the switch namespace,
+    recorded so that ``down`` ends it."""
+    argv = reconciler.argv(tb.spec.path, CONTROLLER_INTERVAL_S)
     with open(folder / "controller.jsonl", "wb") as out, open(folder / "controller.err", "wb") as err:
         proc = host_popen(layout.switch_ns(tb.name), argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                           start_new_session=True)  # fmt: skip

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
-import signal
 import sys
 import time
 from pathlib import Path
@@ -250,24 +248,10 @@ def _run(args: argparse.Namespace) -> int:
                 for f in event.report.outcome.failed:
                     print(f"    refused: {f.change.op} {f.change.note}: {f.code}: {f.message}", flush=True)
 
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop.set)
-        await reconcile.run(
-            fab,
-            show,
-            election_id=args.election_id,
-            timeout=args.timeout,
-            interval=args.interval,
-            stop=stop,
-            switches=args.switch,
-        )
-
     try:
-        asyncio.run(main())
+        reconcile.serve(
+            fab, show, election_id=args.election_id, timeout=args.timeout, interval=args.interval, switches=args.switch
+        )
     except SwitchError as exc:
         raise ValueError(str(exc)) from None
     return 0
