@@ -8,14 +8,17 @@ floor 2  host/, controller/, testbed/switch/, testbed/toolchain/, simulations/: 
 floor 1  dlcp/ (the core spec)                       floor 1 only
 
 Processes count as imports: a module that starts ``python -m dlcp.X`` (a literal command line or
-``dlcp.entry.module_argv("dlcp.X")``) is held to the same rules for ``dlcp.X``, so no layer below the
-CLI starts the CLI, and a module entry point that builds its own command line
-(``module_argv(__name__)``) can be run (it has a ``__main__`` guard).
+``dlcp.entry.module_argv("dlcp.X")``) is held to the same rules for ``dlcp.X``, and one that starts the
+``dlcp`` console script (a command line that begins with ``"dlcp"``, or ``shutil.which("dlcp")``) to
+those for the CLI, so no layer below the CLI starts the CLI; and a module entry point that builds its
+own command line (``module_argv(__name__)``) can be run (it has a ``__main__`` guard).
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
+import functools
 import itertools
 from pathlib import Path
 
@@ -60,6 +63,33 @@ def _module_name(node: ast.expr) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
+CONSOLE_SCRIPT = "dlcp"
+"""The CLI's console script (pyproject's ``[project.scripts]``): starting it starts :data:`CLI`."""
+CLI = "dlcp.cli.main"
+SHELL_CALLS = frozenset(
+    ("run", "Popen", "call", "check_call", "check_output", "system", "popen", "getoutput", "getstatusoutput")
+)
+"""Calls that take a shell command line as a string (``subprocess.run("dlcp ...", shell=True)``, ``os.system``)."""
+
+
+@functools.cache
+def cli_areas() -> frozenset[str]:
+    """The CLI's areas (``dlcp AREA ...``), from its parser."""
+    from dlcp.cli.main import build_parser
+
+    (areas,) = [a.choices for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return frozenset(areas)
+
+
+def _starts_the_cli(elts: list[ast.expr]) -> bool:
+    """Whether a command line's words start the console script: ``dlcp`` then an area, an option or the rest
+    (``["dlcp", *args]``); ``("dlcp", "gloo")``, a tuple of choices, does not."""
+    if len(elts) < 2 or _module_name(elts[0]) != CONSOLE_SCRIPT:
+        return False
+    word = _module_name(elts[1])
+    return isinstance(elts[1], ast.Starred) or (word is not None and (word in cli_areas() or word.startswith("-")))
+
+
 def started(path: Path) -> list[tuple[int, str]]:
     """``(line, module)`` of every ``dlcp`` module the file starts as a process of its own."""
     out = []
@@ -67,13 +97,17 @@ def started(path: Path) -> list[tuple[int, str]]:
         if isinstance(node, ast.List | ast.Tuple):
             names = [_module_name(e) for e in node.elts]
             out += [(node.lineno, m) for flag, m in itertools.pairwise(names) if flag == "-m" and m]
-        elif (
-            isinstance(node, ast.Call)
-            and getattr(node.func, "attr", getattr(node.func, "id", None)) == "module_argv"
-            and node.args
-            and (m := _module_name(node.args[0]))
-        ):
-            out.append((node.lineno, m))
+            if _starts_the_cli(node.elts):
+                out.append((node.lineno, CLI))
+        elif isinstance(node, ast.Call) and node.args:
+            called = getattr(node.func, "attr", getattr(node.func, "id", None))
+            first = _module_name(node.args[0])
+            if called == "module_argv" and first:
+                out.append((node.lineno, first))
+            elif called == "which" and first == CONSOLE_SCRIPT:
+                out.append((node.lineno, CLI))
+            elif called in SHELL_CALLS and first and _starts_the_cli([ast.Constant(w) for w in first.split()]):
+                out.append((node.lineno, CLI))
     return [(n, m) for n, m in out if _under(m, "dlcp")]
 
 
@@ -141,23 +175,7 @@ def test_the_modules_are_found_once() -> None:
         assert rel in rels
 
 
-NODE_RUNNER = "testbed/lifecycle.py"
-"""Still starts ``dlcp train --node`` for the testbed's ranks (``jobs.train_command``): the node runner has no
-module entry point of its own yet."""
-
-
-@pytest.mark.parametrize(
-    "rel",
-    [
-        pytest.param(
-            rel,
-            marks=[pytest.mark.xfail(strict=True, reason="the node runner starts the CLI")]
-            if rel == NODE_RUNNER
-            else [],
-        )
-        for rel in sorted(p.relative_to(ROOT).as_posix() for p in modules())
-    ],
-)
+@pytest.mark.parametrize("rel", sorted(p.relative_to(ROOT).as_posix() for p in modules()))
 def test_no_import_or_process_runs_up_or_across_the_floors(rel: str) -> None:
     found = violations(ROOT / rel)
     assert not found, "\n".join(found)
@@ -171,7 +189,11 @@ def test_entry_points_can_be_run() -> None:
         "simulations/child.py",
         "testbed/switch/process.py",
         "testbed/controlplane.py",
+        "testbed/p4counters.py",
+        "testbed/reconciler.py",
         "testbed/traffic.py",
+        "testbed/userns.py",
+        "apps/train/node.py",
     } <= names
     for p in entries:
         text = p.read_text()
@@ -209,6 +231,24 @@ def test_entry_points_can_be_run() -> None:
         ("simulations/x.py", '["python", "-m", "dlcp.simulations.child"]', False),
         ("host/x.py", '["python", "-P", "-m", "dlcp.testbed.traffic"]', True),
         ("dlcp/cli/x.py", 'module_argv("dlcp.cli.main")', False),
+        ("testbed/x.py", '["dlcp", "train", "--node"]', True),
+        ("testbed/x.py", '("dlcp", "controller", "stats", "--json", fabric)', True),
+        ("testbed/x.py", 'subprocess.run([shutil.which("dlcp") or "dlcp", "controller", "run"])', True),
+        ("testbed/x.py", 'exe = shutil.which("dlcp")', True),
+        ("host/x.py", 'popen_in(ns, ["dlcp", "testbed", "up"])', True),
+        ("testbed/x.py", '["dlcp-switch", "--help"]', False),
+        ("testbed/x.py", 'cmd = ["dlcp", *args]', True),
+        ("testbed/x.py", 'subprocess.run("dlcp testbed down star", shell=True)', True),
+        ("testbed/x.py", 'os.system("dlcp --version")', True),
+        ("testbed/x.py", 'log.info("dlcp testbed: %s", text)', False),
+        ("testbed/x.py", 'SWITCH_KINDS = ("dlcp", "bmv2")', False),
+        ("host/x.py", 'checks.one_of("--backend", backend, ("dlcp", "gloo"))', False),
+        ("testbed/x.py", 'shutil.which("simple_switch_grpc")', False),
+        ("testbed/x.py", '["ip", "netns", "exec", "dlcp-s-h-h1", "true"]', False),
+        ("apps/x.py", '["dlcp", "train", "--node"]', True),
+        ("dlcp/cli/x.py", '["dlcp", "train", "--node"]', False),
+        ("apps/x.py", 'module_argv("dlcp.apps.train.node", "--backend", "dlcp")', False),
+        ("testbed/x.py", 'module_argv("dlcp.apps.train.node")', True),
         ("apps/x.py", "from dlcp.testbed.lifecycle import Testbed", False),
         ("apps/x.py", "from dlcp.host.session import open_session", False),
         ("apps/x.py", "from dlcp.cli import argv", True),
