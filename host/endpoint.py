@@ -926,7 +926,7 @@ class Endpoint:
             handle.event.set()
         self._stopped_in_batch.add(msg.key)
         if self._fast is not None and msg.key in self._fast.stopped_whole:
-            return  # C sent this STOP and remembers the message for later probes (host/_fastpath.c stop_whole)
+            return  # C sent this STOP and remembers the message for later probes (host/_fastpath_rx.c stop_whole)
         self._send_bitmap(msg, PacketType.STOP, probe_id)
         if self._fast is not None:  # later probes of it are answered in C (the same STOP as _probe_arrived's)
             src = msg.key.src
