@@ -7,7 +7,7 @@ DEPS_STAMP := $(VENV)/.deps-$(shell sha1sum pyproject.toml 2>/dev/null | cut -c1
 
 .PHONY: venv demo test lint typecheck pytest clean
 
-# The C fast path (host/_fastpath.c, module dlcp.host._fastpath) is an optional
+# The C fast path (host/_fastpath*.c, module dlcp.host._fastpath) is an optional
 # extension: `pip install .` succeeds without a C compiler, and the transport then
 # runs its numpy path. This checkout's tools need it: the strict editable install
 # fails without it (setuptools cannot link a module that was not built), and

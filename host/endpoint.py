@@ -1,5 +1,9 @@
 """One process's DLCP endpoint: sockets, a receive thread, and the probe/bitmap/stop exchange.
 
+One object, :class:`Endpoint`, in three modules: this one holds its state and its send side,
+:mod:`dlcp.host.receiver` its posted receives and its receive thread, :mod:`dlcp.host.control` its
+control packets.
+
 Receive side. A daemon thread takes datagrams in batches (recvmmsg + GRO),
 applies optional loss injection, feeds the core assembler, and answers control
 packets: a PROBE gets a STOP (complete) or a BITMAP (what arrived); a message
@@ -27,7 +31,6 @@ import contextlib
 import itertools
 import logging
 import math
-import os
 import socket
 import struct
 import threading
@@ -38,20 +41,21 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dlcp import rate_control
-from dlcp.assembler import Assembler, IngestResult
+from dlcp.assembler import Assembler
 from dlcp.config import TransportConfig
-from dlcp.host.errors import PeerTimeoutError, TransportError
+from dlcp.host.errors import PeerTimeoutError
 from dlcp.host.fastpath import DEFAULT_BUDGET_S, FastReceiver, FastSender, available
 from dlcp.host.loss import LossInjector, LossSpec
 from dlcp.host.pacing import AimdPacer, PacingConfig
+from dlcp.host.receiver import Receiver, RecvHandle
 from dlcp.host.timeline import Timeline, label
 from dlcp.host.udp import MAX_GSO_BYTES, MAX_GSO_SEGMENTS, MmsgSender, PacketSender, RecvRing, open_socket
 from dlcp.limits import Limits
-from dlcp.message import Message, MessageKey, MessageSpec
+from dlcp.message import MessageKey, MessageSpec
 from dlcp.packetizer import HeaderTemplate
-from dlcp.protocol import CONTROL_PRIORITY, HEADER_SIZE, NUM_DROP_CLASSES, DType, Flag, MessageKind, PacketType, tos_for
-from dlcp.rate_control import first_pass_loss
-from dlcp.wire import Header
+from dlcp.protocol import CONTROL_PRIORITY, HEADER_SIZE, NUM_DROP_CLASSES, PacketType, tos_for
+
+__all__ = ["Endpoint", "RecvHandle", "SendStats", "free_port"]
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +88,6 @@ _NO_SEQS = np.zeros(0, dtype=np.int64)
 _PACED_CALL_S = 0.05
 """The most pacing one C send call does (a message alone, paced below the line): the rate the
 receivers' verdicts set is read again between calls."""
-
-_EARLY_PROBES = 1024
-"""Probes of messages not posted yet that a receiver remembers (the oldest is forgotten first)."""
 
 
 class _Out:
@@ -136,21 +137,9 @@ class _Out:
         self.failed: PeerTimeoutError | None = None  # its receiver went silent while no thread waited on it
 
 
-class RecvHandle:
-    """A posted receive: wait on it with :meth:`Endpoint.wait`."""
-
-    __slots__ = ("msg", "event", "src")
-
-    def __init__(self, msg: Message, src: int) -> None:
-        self.msg = msg
-        self.event = threading.Event()
-        self.src = src
-        if msg.done:
-            self.event.set()
-
-
-class Endpoint:
-    """A rank's DLCP endpoint for one job."""
+class Endpoint(Receiver):
+    """A rank's DLCP endpoint for one job: its state and send side here, its receive side and receive thread in
+    :class:`~dlcp.host.receiver.Receiver`, its control packets in :class:`~dlcp.host.control.ControlPackets`."""
 
     def __init__(
         self,
@@ -267,62 +256,6 @@ class Endpoint:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- receive ----------------------------------------------------------
-    def post_recv(self, spec: MessageSpec, buffer: np.ndarray, accumulate: bool = False) -> RecvHandle:
-        """Expect a message into ``buffer`` (for STALE fill it must hold the previous values).
-
-        With ``accumulate`` the payload is added to ``buffer`` (reduce-on-receive).
-        """
-        now = time.monotonic()
-        if (tl := self.timeline) is not None:
-            tl.at("post", now, label(spec), spec.key.src, buffer.nbytes)
-        with self._lock:
-            msg = self.asm.expect(spec, buffer, now, accumulate)
-            handle = RecvHandle(msg, spec.key.src)
-            probe_id = self._early_probes.pop(spec.key, None)
-            if msg.done:  # completed from early packets: tell the sender now, not at its next probe
-                self._send_bitmap(msg, PacketType.STOP, probe_id=0)
-            else:
-                self._handles[spec.key] = handle
-                if probe_id is not None:  # its sender asked before the post: what is missing, now
-                    self._send_bitmap(msg, PacketType.BITMAP, probe_id)
-        return handle
-
-    def wait(self, handle: RecvHandle) -> Message:
-        """Block until the message completes; raises PeerTimeoutError if its sender goes silent.
-
-        While waiting it also probes for started sends whose receivers went quiet,
-        so a rank waiting on one peer never holds up another.
-        """
-        timeout = self.cfg.peer_timeout_s
-        if (tl := self.timeline) is not None and not handle.event.is_set():
-            t0 = time.monotonic()
-            try:
-                return self._wait(handle, timeout)
-            finally:
-                tl.at("wait", t0, label(handle.msg.spec), time.monotonic())
-        return self._wait(handle, timeout)
-
-    def _wait(self, handle: RecvHandle, timeout: float) -> Message:
-        with self._cond, self._watching():
-            while not handle.event.is_set():
-                self._serve_sends()
-                if handle.event.is_set():
-                    break
-                # Silence counts from the sender's last data packet (of any message: a peer
-                # still busy with earlier messages is alive), and at the earliest from the
-                # post or this message's last progress. Probes and replies do not count: a
-                # peer's receive thread answers them even while its application is stuck.
-                heard = max(handle.msg.last_progress, self._data_heard.get(handle.src, 0.0))
-                now = time.monotonic()
-                if now - heard > timeout:
-                    self.asm.cancel(handle.msg.key)
-                    self._handles.pop(handle.msg.key, None)
-                    self._nack_cut.pop(handle.msg.key, None)
-                    raise self._timeout_error(handle.src, f"receiving {handle.msg.key}", silent_s=now - heard)
-                self._cond.wait(max(0.0, min(heard + timeout, self._next_deadline(now)) - now))
-        return handle.msg
 
     # -- send -------------------------------------------------------------
     def send(
@@ -655,35 +588,6 @@ class Endpoint:
             waited = max(waited, silent_s)
         return PeerTimeoutError(culprit, self.addresses[culprit], waited, what)
 
-    def _missing_from(self, spec: MessageSpec, chunks: list[tuple[int, bytes]]) -> np.ndarray:
-        missing: list[np.ndarray] = []
-        for offset, payload in chunks:
-            bits = np.unpackbits(np.frombuffer(payload, dtype=np.uint8), bitorder="little")
-            bits = bits[: max(0, min(bits.size, spec.pkt_count - offset))]
-            missing.append(offset + np.flatnonzero(bits == 0))
-        return np.unique(np.concatenate(missing)) if missing else np.zeros(0, dtype=np.int64)
-
-    def _choose_retransmit(self, out: _Out, missing: np.ndarray) -> np.ndarray:
-        """The missing packets to send again: only the excess over the loss bound.
-
-        The receiver completes as soon as the gap is within the bound, so
-        retransmitting more is wasted. The excess, plus a margin for loss of the
-        retransmissions themselves, goes out in order of importance: protected
-        packets (drop class 0) first, then the other classes by increasing
-        eligibility. With a bound of 0 (all-gather, broadcast) everything missing
-        goes.
-        """
-        spec = out.spec
-        allowed = spec.max_missing_elems // spec.elems_per_packet  # packets the bound may leave out
-        need = missing.size - allowed
-        if allowed == 0 or need >= missing.size:
-            return missing
-        if need <= 0:  # within the bound already: the receiver will STOP
-            return missing[:0]
-        need = min(missing.size, need + max(2, need // 4))
-        order = np.argsort(out.drop_classes[missing], kind="stable")
-        return np.sort(missing[order[:need]])
-
     def _retransmit(self, out: _Out, missing: np.ndarray, from_rx: bool = False) -> None:
         self.send_stats.retransmitted += int(missing.size)
         if (tl := self.timeline) is not None:
@@ -716,337 +620,6 @@ class Endpoint:
         # The header from the message's template (what _send_control would pack, without building a Header).
         hdr = out.template.control(PacketType.PROBE, seq=out.probe_id, priority=out.priority)
         self._send_packet([hdr], self._tos_cmsg(out.priority), out.dst)
-
-    # -- control packets ----------------------------------------------------
-    def _send_control(
-        self, spec: MessageSpec, ptype: PacketType, dst: int, *, seq: int = 0, offset: int = 0, payload: bytes = b"",
-        flags: Flag = Flag.NONE, priority: int | None = None,
-    ) -> None:  # fmt: skip
-        """A control packet, in the control class unless ``priority`` says otherwise (a probe: its data's)."""
-        key = spec.key
-        if priority is None or priority == self.control_class:
-            priority, cmsg = self.control_class, self._control_cmsg
-        else:
-            cmsg = self._tos_cmsg(priority)
-        hdr = Header(
-            ptype, flags, priority=priority, drop_class=0, job_id=key.job_id, src=key.src,
-            token=self.token, msg_id=key.msg_id, round=key.round, layer=spec.layer, kind=spec.kind,
-            dtype=spec.dtype, seq=seq, pkt_count=spec.pkt_count, offset=offset, length=len(payload),
-        )  # fmt: skip
-        self._send_packet([hdr.pack(), payload], cmsg, dst)
-
-    def _send_packet(self, parts: list[bytes], cmsg: list[tuple[int, int, bytes]], dst: int) -> None:
-        try:
-            self.sock.sendmsg(parts, cmsg, 0, self.addresses[dst])
-        except OSError as exc:  # refused or a full buffer: the peer's probe or our timer will ask again
-            log.debug("control packet to rank %d not sent: %s", dst, exc)
-
-    def _tos_cmsg(self, priority: int) -> list[tuple[int, int, bytes]]:
-        """The IP_TOS control message of a control packet in class ``priority`` (never drop-eligible)."""
-        cmsg = self._tos_cmsgs.get(priority)
-        if cmsg is None:
-            cmsg = self._tos_cmsgs[priority] = [
-                (socket.IPPROTO_IP, socket.IP_TOS, struct.pack("i", tos_for(priority, 0)))
-            ]
-        return cmsg
-
-    def _send_bitmap(self, msg: Message, ptype: PacketType, probe_id: int) -> None:
-        """BITMAP (or STOP with the final bitmap) in chunks of at most one payload each."""
-        spec = msg.spec
-        dst = spec.key.src
-        if ptype == PacketType.STOP and msg.lost_elems == 0:
-            self._send_control(spec, ptype, dst, seq=probe_id, flags=Flag.FINAL)
-            return
-        bitmap = msg.bitmap()
-        step = self.cfg.payload_bytes
-        for start in range(0, len(bitmap), step):
-            final = Flag.FINAL if start + step >= len(bitmap) else Flag.NONE
-            self._send_control(
-                spec, ptype, dst, seq=probe_id, offset=start * 8, payload=bitmap[start : start + step], flags=final
-            )
-
-    # -- receive thread -----------------------------------------------------
-    def _check_rx(self) -> None:
-        if self._rx_error is not None:
-            raise TransportError(f"receive thread failed: {self._rx_error!r}") from self._rx_error
-
-    def _apply_rx_nice(self) -> None:
-        """Give the receive thread (the caller) its ``transport.rx_nice``, relative to the thread it inherited from.
-
-        Where cores are scarce (more ranks than cores), completing a message is what
-        lets the next ring step start, and a receive thread waiting behind its own
-        process's sends stalls the ring (docs/results.md, #16).
-        """
-        try:
-            if self.cfg.rx_nice:
-                tid = threading.get_native_id()
-                want = max(-20, min(19, os.getpriority(os.PRIO_PROCESS, tid) + self.cfg.rx_nice))
-                try:
-                    os.setpriority(os.PRIO_PROCESS, tid, want)
-                except OSError as exc:  # lowering nice needs CAP_SYS_NICE or RLIMIT_NICE
-                    log.warning("transport.rx_nice = %d not applied (%s): the receive thread keeps its priority",
-                                self.cfg.rx_nice, exc)  # fmt: skip
-                else:
-                    self.rx_nice = os.getpriority(os.PRIO_PROCESS, tid)
-        finally:
-            self._rx_nice_set.set()
-
-    def _rx_loop(self) -> None:
-        self._apply_rx_nice()
-        try:
-            while not self._stop.is_set():
-                if self._fast is not None:
-                    self._rx_fast(self._fast)
-                else:
-                    self._rx_numpy(self._ring)  # type: ignore[arg-type]
-                self._serve_unwatched()
-        except BaseException as exc:  # surfaced to the caller by _check_rx
-            if not self._stop.is_set():
-                log.exception("DLCP receive thread failed")
-                self._rx_error = exc
-                with self._cond:
-                    self._cond.notify_all()
-
-    def _rx_fast(self, fast: FastReceiver) -> None:
-        """One batch through the C path: it places the common case, the assembler takes the rest."""
-        with self._lock:
-            if fast.stale(self.asm, self._out_generation):
-                fast.refresh(self.asm)
-                fast.track_sends(self._out_generation, self._out)
-        # No lock here: C writes only into buffers of messages in its table, which
-        # only this thread completes; a message posted meanwhile goes the numpy way.
-        got = fast.receive(0.02, self.loss)
-        if got is None:
-            self._idle()
-            return
-        now = time.monotonic()
-        with self._cond:
-            self._stopped_in_batch.clear()
-            fast.account(self.asm, got, now)
-            fast.place_leftovers(self.asm, got, now)  # packets of messages posted while C received
-            self._handle(got.result, now)
-            for start, nbytes, seg in got.runs:
-                self._handle(self.asm.ingest(fast.buf[start : start + nbytes], seg_size=seg, now=now), now)
-            if got.last:
-                last = IngestResult()
-                fast.apply_last(self.asm, got, last, now)
-                self._handle(last, now)
-            if got.control:  # what C saw of PROBEs and STOPs, after the data as on the Python path
-                self.stops_saved += got.stops_saved
-                for msg, seq in got.probed:
-                    self._heard[msg.key.src] = now
-                    self._probe_arrived(msg.key, seq, msg.spec.kind, msg.spec.dtype, msg.spec.layer, now)
-                for key in fast.stops():
-                    out = self._out.get(key)
-                    if out is not None:
-                        self._stopped(out, 0, b"", now)
-                for src in fast.answered_sources():
-                    self._heard[src] = now
-                self._cond.notify_all()
-
-    def _rx_numpy(self, ring: RecvRing) -> None:
-        got = ring.receive(0.02)
-        if got is None:
-            self._idle()
-            return
-        now = time.monotonic()
-        with self._cond:
-            self._stopped_in_batch.clear()
-        for start, nbytes, seg in got.runs:
-            runs = [(start, nbytes)] if self.loss is None else self.loss.keep_runs(got.buf, start, nbytes, seg)
-            for s, n in runs:
-                with self._cond:
-                    result = self.asm.ingest(got.buf[s : s + n], seg_size=seg, now=now)
-                    self._handle(result, now)
-
-    def _idle(self) -> None:
-        """Nothing arrived for a receive timeout: return the memory of stale early packets."""
-        with self._lock:
-            self.asm.expire_stash(time.monotonic())
-
-    def _handle(self, result: IngestResult, now: float) -> None:
-        """React to one ingest (called with the lock held)."""
-        for src in result.sources:
-            self._heard[src] = now
-            self._data_heard[src] = now
-        for msg in result.completed:
-            self._complete(msg, probe_id=0)
-        if result.completed:
-            self._cond.notify_all()
-        if self.cfg.reorder_window:
-            for msg in result.progressed:
-                if msg.spec.max_missing_elems == 0:
-                    self._early_nack(msg)
-        for hdr, payload in result.control:
-            if hdr.type == PacketType.PROBE:
-                self._heard[hdr.src] = now
-                self._on_probe(hdr, now)
-            else:
-                self._on_reply(hdr, payload, now)
-        if result.control:
-            self._cond.notify_all()
-
-    def _early_nack(self, msg: Message) -> None:
-        """NACK the gaps of a reliable message that fell a reordering window behind its newest packet.
-
-        A reliable message (bound 0) completes only whole, so every loss costs a
-        retransmission; asking while the first pass is still arriving hides that
-        round trip behind the rest of the pass instead of adding it after the
-        sender's probe. Each gap is named once (``_nack_cut`` only moves
-        forward); the probe catches whatever a NACK or its retransmission lost.
-        The sender sends in sequence order unless drop classes reorder its pass,
-        so this only runs while the packets below the newest mostly arrived.
-        """
-        received = msg.received
-        hi = received.size - 1 - int(np.argmax(received[::-1]))  # newest (highest) received packet
-        cut = (hi + 1 - self.cfg.reorder_window) // 8 * 8  # whole bitmap bytes
-        lo = self._nack_cut.get(msg.key, 0)
-        if cut <= lo or msg.n_received < 0.9 * (hi + 1):
-            return
-        self._nack_cut[msg.key] = cut
-        span = received[lo:cut]
-        if span.all():
-            return
-        step = self.cfg.payload_bytes * 8
-        for start in range(lo, cut, step):
-            bits = received[start : min(cut, start + step)]
-            if not bits.all():
-                self.early_nacks += 1
-                self._send_control(
-                    msg.spec, PacketType.BITMAP, msg.key.src, offset=start,
-                    payload=np.packbits(bits, bitorder="little").tobytes(), flags=Flag.NACK,
-                )  # fmt: skip
-
-    def _complete(self, msg: Message, probe_id: int) -> None:
-        self._nack_cut.pop(msg.key, None)
-        if (tl := self.timeline) is not None:
-            tl.add("done", label(msg.spec), msg.lost_elems)
-        handle = self._handles.pop(msg.key, None)
-        if handle is not None:
-            handle.event.set()
-        self._stopped_in_batch.add(msg.key)
-        if self._fast is not None and msg.key in self._fast.stopped_whole:
-            return  # C sent this STOP and remembers the message for later probes (host/_fastpath.c stop_whole)
-        self._send_bitmap(msg, PacketType.STOP, probe_id)
-        if self._fast is not None:  # later probes of it are answered in C (the same STOP as _probe_arrived's)
-            src = msg.key.src
-            self._fast.remember_done(msg.spec, self.token, self.addresses[src], self._control_tos, self.control_class)
-
-    def _on_probe(self, hdr: Header, now: float) -> None:
-        if hdr.src not in self.addresses:
-            return
-        key = MessageKey(hdr.job_id, hdr.src, hdr.msg_id, hdr.round)
-        self._probe_arrived(key, hdr.seq, MessageKind(hdr.kind), DType(hdr.dtype), hdr.layer, now)
-
-    def _probe_arrived(
-        self, key: MessageKey, probe_id: int, kind: MessageKind, dtype: DType, layer: int, now: float
-    ) -> None:
-        """A PROBE ``probe_id`` of ``key`` (decoded here, or seen by the C path): answer, or complete."""
-        msg = self.asm.on_probe(key, now)
-        spec = MessageSpec(key, kind, 0, 1, dtype, layer)
-        if msg is None:
-            # Completed (answer STOP again) or not expected yet (an empty BITMAP: alive, keep waiting).
-            if key in self._stopped_in_batch:
-                self.stops_saved += 1
-                return
-            done = self.asm.is_completed(key)
-            ptype = PacketType.STOP if done else PacketType.BITMAP
-            if not done:
-                self._early_probes.pop(key, None)
-                self._early_probes[key] = probe_id
-                if len(self._early_probes) > _EARLY_PROBES:
-                    del self._early_probes[next(iter(self._early_probes))]
-            self._send_control(spec, ptype, key.src, seq=probe_id, flags=Flag.FINAL if done else Flag.NONE)
-        elif msg.done:
-            self._complete(msg, probe_id)
-            self._cond.notify_all()
-        else:
-            self._send_bitmap(msg, PacketType.BITMAP, probe_id)
-
-    def _on_reply(self, hdr: Header, payload: bytes, now: float) -> None:
-        out = self._out.get(MessageKey(hdr.job_id, hdr.src, hdr.msg_id, hdr.round))
-        if out is None or hdr.src != self.rank:
-            return
-        if hdr.type == PacketType.STOP:
-            self._stopped(out, hdr.offset, payload, now)
-            return
-        out.last_reply = now
-        self._heard[out.dst] = now
-        if hdr.type == PacketType.BITMAP and payload:
-            self._on_bitmap(out, hdr, payload, now)
-
-    def _stopped(self, out: _Out, offset: int, payload: bytes, now: float) -> None:
-        """A STOP for ``out`` (decoded here, or seen by the C path): the send is over."""
-        out.last_reply = now
-        self._heard[out.dst] = now
-        out.stopped = True
-        if (tl := self.timeline) is not None:
-            tl.at("stop", now, label(out.spec))
-        self._account(out, offset, payload)
-
-    def _on_bitmap(self, out: _Out, hdr: Header, payload: bytes, now: float) -> None:
-        """Retransmit what a BITMAP chunk says is missing, at once, from the receive thread.
-
-        Serving it here rather than in the sending thread saves a thread wakeup
-        per round, which on a loaded host is most of the round's time. A reply to
-        an older probe is stale (its gaps were already answered); a ``NACK``
-        chunk is never stale: the receiver names each gap in one only once.
-        """
-        nack = bool(hdr.flags & Flag.NACK)
-        if nack:
-            missing = self._missing_from(out.spec, [(hdr.offset, payload)])
-            if missing.size:
-                self._retransmit(out, missing, from_rx=True)
-            return
-        if hdr.seq < out.probe_id or not out.passed:  # stale, or not asked for yet: our probe will ask
-            return
-        out.pending.append((hdr.offset, payload))
-        if not hdr.flags & Flag.FINAL:  # a long bitmap comes in chunks: decide on the whole
-            return
-        chunks, out.pending = out.pending, []
-        missing = self._missing_from(out.spec, chunks)
-        if not out.fed_back:
-            out.fed_back = True
-            self.pacer(out.dst).on_feedback(first_pass_loss(missing.tolist(), out.spec.pkt_count))
-        missing = self._choose_retransmit(out, missing)
-        # One send call's worth goes at once; the rest is owed to the waiting sender thread, which paces it
-        # (this thread holds the lock and must not sleep). Unpaced, a controller-paced host's retransmissions
-        # of a badly hit message went out at the top priority back to back, overflowed the bottleneck's
-        # buffer, and every drop cost another round (docs/results.md, #14). On loopback one call takes all.
-        per_call = self._per_call(out.dst)
-        if missing.size:
-            self._retransmit(out, missing[:per_call], from_rx=True)
-        if missing.size > per_call:
-            out.retx = missing[per_call:]
-            self._cond.notify_all()
-            return
-        self._probe(out)  # ask what is still missing once these had time to arrive
-        out.rto = self.initial_rto_s
-        out.deadline = now + out.rto
-
-    def _account(self, out: _Out, offset: int, payload: bytes) -> None:
-        n = out.spec.pkt_count
-        lost = np.zeros(n if payload else 0, dtype=bool)
-        if payload:
-            bits = np.unpackbits(np.frombuffer(payload, dtype=np.uint8), bitorder="little")
-            span = bits[: max(0, min(bits.size, n - offset))]
-            lost[offset : offset + span.size] = span == 0
-        if offset == 0:  # count the message once, on its first chunk
-            if not out.fed_back:
-                out.fed_back = True
-                self.pacer(out.dst).on_feedback(0.0)
-            sent = np.bincount(out.drop_classes, minlength=NUM_DROP_CLASSES).tolist()
-            gone = np.bincount(out.drop_classes[lost], minlength=NUM_DROP_CLASSES).tolist() if payload else None
-            for c, k in enumerate(sent):
-                if k:
-                    entry = self.send_stats.lost_by_drop_class.setdefault(c, [0, 0])
-                    entry[0] += gone[c] if gone is not None else 0
-                    entry[1] += k
-        elif payload:
-            for c in np.unique(out.drop_classes[lost]):
-                self.send_stats.lost_by_drop_class.setdefault(int(c), [0, 0])[0] += int(
-                    np.count_nonzero(lost & (out.drop_classes == c))
-                )
 
 
 def free_port(host: str = "127.0.0.1") -> int:

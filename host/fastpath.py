@@ -11,8 +11,8 @@ them as if the fast path did not exist. Loss injection draws one decision per
 segment in the same way as :class:`~dlcp.host.loss.LossInjector` does on the
 numpy path.
 
-The module is optional (built from ``host/_fastpath.c`` at install time);
-:func:`available` says whether it was.
+The module is optional (built from ``host/_fastpath*.c`` at install time);
+:func:`available` says whether it was, and whether it was compiled with :mod:`dlcp.protocol`'s header layout.
 """
 
 from __future__ import annotations
@@ -54,14 +54,14 @@ ENTRY_DTYPE = np.dtype(
         "itemsize": 144,
     }
 )  # fmt: skip
-"""One expected message, as ``entry_t`` in host/_fastpath.c."""
+"""One expected message, as ``entry_t`` in host/_fastpath_rx.c."""
 _FULL_ROWS_AT: int = ENTRY_DTYPE.fields["full_rows"][1]  # type: ignore[index]
 _INV_TAIL_AT: int = ENTRY_DTYPE.fields["inv_tail"][1]  # type: ignore[index]
 _ENTRY_STRUCT = struct.Struct("<28sIQQIIII28s32xIHBB12x")
 """The input fields of ENTRY_DTYPE, packed (the output fields between and after them start zero)."""
 NEED_WHOLE = 1 << 31
 """Flag in an entry's ``need``: that many packets are every one still missing (the sender is not done), so C
-completes the message whole once it placed them and sends its STOP itself (host/_fastpath.c ``stop_whole``)."""
+completes the message whole once it placed them and sends its STOP itself (host/_fastpath_rx.c ``stop_whole``)."""
 _DONE_STRUCT = struct.Struct("<20sIHBB4x")
 """A DONE_DTYPE row, packed (``answered`` starts zero)."""
 
@@ -75,7 +75,7 @@ DONE_DTYPE = np.dtype(
         "itemsize": 32,
     }
 )
-"""A completed message whose probes C answers with a STOP, as ``done_t`` in host/_fastpath.c."""
+"""A completed message whose probes C answers with a STOP, as ``done_t`` in host/_fastpath_rx.c."""
 SEND_DTYPE = np.dtype(
     {
         "names": ["hdr", "stopped", "stop_seq"],
@@ -84,7 +84,7 @@ SEND_DTYPE = np.dtype(
         "itemsize": 32,
     }
 )
-"""A message being sent whose STOP C takes, as ``send_t`` in host/_fastpath.c."""
+"""A message being sent whose STOP C takes, as ``send_t`` in host/_fastpath_rx.c."""
 DONE_ROWS = 64
 """Completed messages remembered in C (a ring): a probe for an older one goes the Python way, with the same answer."""
 
@@ -108,6 +108,14 @@ _FIELD = {f.name: f for f in HEADER_FIELDS}
 _LEN_AT = _FIELD["length"].offset
 _RETX = int(Flag.RETX)
 _SRC_AT = _FIELD["src"].offset
+_HEADER_LAYOUT = (
+    HEADER_SIZE, INVARIANT_BYTES, _FIELD["flags"].offset, _FIELD["priority"].offset, _FIELD["drop_class"].offset,
+    _FIELD["seq"].offset, _FIELD["offset"].offset, _LEN_AT, _FIELD["job_id"].offset,
+    _FIELD["round"].offset + _FIELD["round"].size, _FIELD["kind"].offset, int(Flag.LAST), int(Flag.FINAL),
+    (VERSION << 4) | PacketType.DATA, (VERSION << 4) | PacketType.PROBE, (VERSION << 4) | PacketType.STOP,
+)  # fmt: skip
+"""The header layout as the C module reads it (its ``HEADER_LAYOUT``, compiled in from ``dlcp_constants.h``, which
+``dlcp p4 gen-constants`` renders from :mod:`dlcp.protocol`): offsets, flags and first header bytes."""
 _module: ModuleType | None = None
 _tried = False
 _load_error = ""
@@ -123,16 +131,11 @@ def _load() -> ModuleType | None:
             _load_error = str(exc)
             log.info("C data path not built (%s): using the numpy path", exc)
         else:
-            _fastpath.set_layout(
-                HEADER_SIZE, INVARIANT_BYTES, _FIELD["flags"].offset, _FIELD["priority"].offset,
-                _FIELD["drop_class"].offset, _FIELD["seq"].offset, _FIELD["offset"].offset, _FIELD["length"].offset,
-                int(Flag.LAST), (VERSION << 4) | PacketType.DATA,
-            )  # fmt: skip
-            _fastpath.set_control(
-                (VERSION << 4) | PacketType.PROBE, (VERSION << 4) | PacketType.STOP, int(Flag.FINAL),
-                _FIELD["job_id"].offset, _FIELD["round"].offset + _FIELD["round"].size, _FIELD["kind"].offset,
-            )  # fmt: skip
-            _module = _fastpath
+            if tuple(_fastpath.HEADER_LAYOUT) == _HEADER_LAYOUT:
+                _module = _fastpath
+            else:  # compiled from an older dlcp_constants.h
+                _load_error = "compiled with another header layout than dlcp.protocol's: rebuild it (make venv)"
+                log.warning("C data path %s: using the numpy path", _load_error)
     return _module
 
 
@@ -233,7 +236,7 @@ class FastReceiver:
         """Packets the kernel wrote straight into their message buffer (no copy)."""
         self.calls = 0
         self.datagrams = 0
-        # Control tables (host/_fastpath.c `control`): completed messages, a ring whose
+        # Control tables (host/_fastpath_rx.c `control`): completed messages, a ring whose
         # rows C answers probes for, and the sends awaiting a STOP. Only the receive
         # thread writes them, between calls; other threads queue changes under the lock.
         self._done = np.zeros(DONE_ROWS, dtype=DONE_DTYPE)
@@ -508,7 +511,7 @@ class FastSender:
 
 class FastClassifier:
     """:meth:`Policy.message_drop_classes` in one C pass: the sampled statistic, the quantile cuts and the
-    classes, equal to the numpy reference bit for bit (``host/_fastpath.c``, ``drop_classes``).
+    classes, equal to the numpy reference bit for bit (``host/_fastpath_drop_classes.c``, ``drop_classes``).
 
     C takes the ``mean_abs`` and ``max_abs`` statistics of float32 and float64 tensors (the gradients the
     policy ranks); anything else (``rms``, other dtypes, samples over the C module's ``MAX_SAMPLE`` of 4,096
@@ -572,7 +575,7 @@ def _entry(msg: Message, token: int, stop_ip: int, stop_port: int, stop_tos: int
         inv_tail = bytes(hdr)
     if msg.accumulate:
         op = _OPS[spec.dtype]
-    else:  # a message that completes only whole may be received straight into place (host/_fastpath.c)
+    else:  # a message that completes only whole may be received straight into place (host/_fastpath_rx.c)
         op = _STORE_RELIABLE if spec.max_missing_elems == 0 else _STORE
     return _ENTRY_STRUCT.pack(
         inv, full_rows, msg.view.ctypes.data, msg.received.ctypes.data, spec.packet_bytes, spec.elems_per_packet,

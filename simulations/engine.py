@@ -33,7 +33,21 @@ from dlcp.p4 import gen_constants
 log = logging.getLogger(__name__)
 
 SOURCES_DIR = Path(__file__).resolve().parent / "cpp"
-UNITS = ("queue_disc.cc", "port.cc", "routing.cc", "transport.cc", "tcp_channels.cc", "jobs.cc", "sim.cc")
+UNITS = (
+    "switch_config.cc",
+    "queue_disc.cc",
+    "port.cc",
+    "routing.cc",
+    "transport.cc",
+    "tcp_channels.cc",
+    "jobs.cc",
+    "host_ports.cc",
+    "messages.cc",
+    "build.cc",
+    "simulation.cc",
+    "statistics.cc",
+    "harness.cc",
+)
 NS3_MODULES = ("core", "network", "internet", "point-to-point", "traffic-control", "applications", "stats", "bridge")
 NS3_VERSION = "3.44"
 LIBRARY = "libdlcpsim.so"

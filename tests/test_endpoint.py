@@ -511,7 +511,7 @@ def test_a_refused_rx_nice_is_a_warning_and_the_endpoint_works(
 
     monkeypatch.setattr(os, "setpriority", refuse)
     transport = TransportConfig(port=0, payload_bytes=1024, rx_nice=-5)
-    with caplog.at_level("WARNING", logger="dlcp.host.endpoint"):
+    with caplog.at_level("WARNING", logger="dlcp.host.receiver"):
         eps = local_endpoints(2, token=TOKEN, transport=transport)
     try:
         for ep in eps:

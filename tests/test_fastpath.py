@@ -24,7 +24,7 @@ from dlcp.host.loss import LossInjector, LossSpec
 from dlcp.host.udp import open_socket
 from dlcp.message import NUMPY_DTYPE, MessageKey, MessageSpec
 from dlcp.packetizer import HeaderTemplate
-from dlcp.protocol import HEADER_SIZE, DType, Flag, MessageKind, PacketType
+from dlcp.protocol import HEADER_FIELDS, HEADER_SIZE, INVARIANT_BYTES, VERSION, DType, Flag, MessageKind, PacketType
 from dlcp.wire import Header
 
 pytestmark = pytest.mark.fastpath  # skipped without the C module, failed under make test (conftest.py)
@@ -651,3 +651,29 @@ def test_a_paced_sender_that_did_not_run_does_not_catch_up_in_a_burst() -> None:
         assert after[-1] >= 0.9 * interval * (len(after) - 3), "the rest of the pass keeps the rate"
         return
     pytest.skip("the sender's stop never fell inside its pass in 3 tries (premise not met)")
+
+
+def test_the_module_is_compiled_with_the_protocol_header_layout() -> None:
+    """C reads the header layout from the generated dlcp_constants.h when it is compiled: it must be dlcp.protocol's."""
+    mod = fastpath._load()
+    assert mod is not None
+    layout = tuple(mod.HEADER_LAYOUT)
+    assert layout == fastpath._HEADER_LAYOUT
+    fields = {f.name: f.offset for f in HEADER_FIELDS}
+    assert layout[:2] == (HEADER_SIZE, INVARIANT_BYTES)
+    assert layout[5:7] == (fields["seq"], fields["offset"])
+    assert layout[-3:] == tuple(VERSION << 4 | t for t in (PacketType.DATA, PacketType.PROBE, PacketType.STOP))
+
+
+def test_a_module_compiled_with_another_header_layout_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build older than the generated header would misread every packet: the numpy path runs, saying why."""
+    mod = fastpath._load()
+    assert mod is not None
+    monkeypatch.setattr(mod, "HEADER_LAYOUT", (HEADER_SIZE + 4, *mod.HEADER_LAYOUT[1:]))
+    monkeypatch.setattr(fastpath, "_tried", False)
+    monkeypatch.setattr(fastpath, "_module", None)
+    monkeypatch.setattr(fastpath, "_load_error", "")
+    assert not fastpath.available()
+    assert "header layout" in fastpath.unavailable_reason()
+    with pytest.raises(RuntimeError, match="header layout"):
+        fastpath.FastSender(HEADER_SIZE + 64)

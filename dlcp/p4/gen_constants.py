@@ -1,7 +1,8 @@
 """Render the constants of every target from the Python sources: the one generator.
 
 ``p4src/common/constants.p4`` and ``p4src/common/dlcp_header.p4`` for the P4 programs, and ``dlcp_constants.h``
-for every C and C++ target (the software switch's data plane, the simulator's components), one set of names.
+for every C and C++ target (the software switch's data plane, the host's C data path, the simulator's components),
+one set of names.
 
 Model: fabric-tna's ``util/gen-p4-constants.py``. The committed files must equal
 what :func:`render` returns; ``tests/p4/test_constants.py`` fails on drift.
@@ -116,8 +117,9 @@ C_BANNER = BANNER.replace("// ", "/* ", 1).replace("\n// ", " */\n/* ").rstrip("
 
 C_HEADER = "dlcp_constants.h"
 """The one C header of the constants, for every C and C++ target: the software switch's data plane (committed as
-``testbed/switch/dlcp_constants.h``) and the simulator's components (written beside their build by
-:mod:`dlcp.simulations.engine`)."""
+``testbed/switch/dlcp_constants.h``), the host's C data path (committed as ``host/dlcp_constants.h``: host/ and
+testbed/switch/ are peers, neither includes the other's files) and the simulator's components (written beside their
+build by :mod:`dlcp.simulations.engine`)."""
 
 
 def render_c_header() -> str:
@@ -180,6 +182,7 @@ def render() -> list[Generated]:
         Generated("p4src/common/constants.p4", render_constants()),
         Generated("p4src/common/dlcp_header.p4", render_header()),
         Generated(f"testbed/switch/{C_HEADER}", render_c_header()),
+        Generated(f"host/{C_HEADER}", render_c_header()),
     ]
 
 

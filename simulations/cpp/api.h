@@ -1,6 +1,6 @@
 // The interface Python sees (through cppyy): build a fabric, add traffic, run, read
 // statistics. Deliberately free of ns-3 headers, so that loading it costs cling
-// almost nothing; everything per packet stays in C++ (sim.cc and the components).
+// almost nothing; everything per packet stays in C++ (simulation.cc and the components).
 #pragma once
 
 #include "active_shares.h"

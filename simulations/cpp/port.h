@@ -8,7 +8,7 @@
 // packet, wraps it in a queue-disc item, adds a PPP header or goes through
 // ns-3's queue, trace and flow-control machinery.
 //
-// Same semantics as the ns-3 path it replaces (sim.cc builds either):
+// Same semantics as the ns-3 path it replaces (build.cc builds either):
 //   * the queue, one of three disciplines: DLCP's -- DlcpSwitchConfig's
 //     classification, selective drop, trimming, strict priority, the shared buffer
 //     with push-out, ECN marking and the per-class counters of DlcpQueueDisc
@@ -27,7 +27,7 @@
 //     Kept so that runs reproduce the ns-3 path event for event (tests/test_sim_ports.py).
 #pragma once
 
-#include "queue_disc.h"
+#include "switch_config.h"
 
 #include "ns3/channel.h"
 #include "ns3/data-rate.h"

@@ -91,7 +91,7 @@ def test_one_c_header_with_the_p4_names() -> None:
 
 C_SOURCES = sorted(
     p
-    for folder in ("testbed/switch", "simulations/cpp", "simulations/profile")
+    for folder in ("testbed/switch", "host", "simulations/cpp", "simulations/profile")
     for p in (ROOT / folder).iterdir()
     if p.suffix in (".c", ".h", ".cc") and p.name != gen_constants.C_HEADER
 )
