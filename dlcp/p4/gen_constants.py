@@ -116,10 +116,10 @@ def render_header() -> str:
 C_BANNER = BANNER.replace("// ", "/* ", 1).replace("\n// ", " */\n/* ").rstrip("\n") + " */\n"
 
 C_HEADER = "dlcp_constants.h"
-"""The one C header of the constants, for every C and C++ target: the software switch's data plane (committed as
-``testbed/switch/dlcp_constants.h``), the host's C data path (committed as ``host/dlcp_constants.h``: host/ and
-testbed/switch/ are peers, neither includes the other's files) and the simulator's components (written beside their
-build by :mod:`dlcp.simulations.engine`)."""
+"""The one C header of the constants, for every C and C++ target: committed once, in the core's spec
+(``dlcp/p4/dlcp_constants.h``), for the software switch's data plane and the host's C data path (both compile with
+``dlcp/p4`` on their include path: the layers below include the core's spec, never each other's files), and
+written beside their build for the simulator's components (:mod:`dlcp.simulations.engine`)."""
 
 
 def render_c_header() -> str:
@@ -181,8 +181,7 @@ def render() -> list[Generated]:
     return [
         Generated("p4src/common/constants.p4", render_constants()),
         Generated("p4src/common/dlcp_header.p4", render_header()),
-        Generated(f"testbed/switch/{C_HEADER}", render_c_header()),
-        Generated(f"host/{C_HEADER}", render_c_header()),
+        Generated(f"dlcp/p4/{C_HEADER}", render_c_header()),
     ]
 
 
