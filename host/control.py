@@ -246,7 +246,7 @@ class ControlPackets:
         # One send call's worth goes at once; the rest is owed to the waiting sender thread, which paces it
         # (this thread holds the lock and must not sleep). Unpaced, a controller-paced host's retransmissions
         # of a badly hit message went out at the top priority back to back, overflowed the bottleneck's
-        # buffer, and every drop cost another round (docs/results.md, #14). On loopback one call takes all.
+        # buffer, and every drop cost another round (docs/results.md). On loopback one call takes all.
         per_call = self._per_call(out.dst)
         if missing.size:
             self._retransmit(out, missing[:per_call], from_rx=True)

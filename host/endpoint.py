@@ -354,7 +354,7 @@ class Endpoint(Receiver):
         # pass is over, and waiting a whole RTO for that would lengthen the tail. Nor may it
         # wait a short while for the STOP to make it useless (tried: about 5 of 7.6 probes per
         # rank and iteration saved at 4 workers): a receiver reports a gap over its bound only
-        # when probed, so every lossy message's retransmission would wait too (docs/results.md, #16).
+        # when probed, so every lossy message's retransmission would wait too (docs/results.md).
         out.passed = True
         if (tl := self.timeline) is not None:
             tl.add("pass", label(out.spec), self.pacer(out.dst).slept - out.slept)

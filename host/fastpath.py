@@ -92,7 +92,7 @@ MAX_SLOTS = 64
 RING_SLOTS = 16
 """GRO slots a receive call fills by default: about 0.9 MB (16 datagrams of 57.6 KB at 8 KiB payloads), so the
 ring the kernel copies into stays in a core's L2 cache until C places it. 64 slots (3.7 MB) cost 4-5% more CPU
-per rank at 4 workers here (docs/results.md, #16)."""
+per rank at 4 workers here (docs/results.md)."""
 _SEGS_PER_SLOT = 64  # UDP GRO coalesces at most 64 segments
 _DRAW_BATCHES = 8  # loss-injection draws are refilled for this many batches at a time
 DEFAULT_BUDGET_S = 0.005

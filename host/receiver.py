@@ -131,7 +131,7 @@ class Receiver(ControlPackets):
 
         Where cores are scarce (more ranks than cores), completing a message is what
         lets the next ring step start, and a receive thread waiting behind its own
-        process's sends stalls the ring (docs/results.md, #16).
+        process's sends stalls the ring (docs/results.md).
         """
         try:
             if self.cfg.rx_nice:

@@ -235,7 +235,7 @@ def _rank_main(rank: int, world: int, store_port: int, cfg: BenchConfig, job: DL
         # full collection walks only what the iterations allocate. Unfrozen, a full collection took 16-90 ms
         # with the GIL held and landed in whichever iteration triggered it, mostly the lossy ones (they
         # allocate more): DLCP's receive thread needs the GIL to complete a message, so the pause stalled
-        # every rank of the ring (docs/results.md, #16; docs/transport.md §1 for training scripts).
+        # every rank of the ring (docs/results.md; docs/transport.md §1 for training scripts).
         gc.collect()
         gc.freeze()
         out["gc_frozen"] = gc.get_freeze_count()

@@ -46,7 +46,7 @@ STOP_SLACK_S = 10.0
 FIT_TOLERANCE = 0.05
 """How close the fitted compute must bring the simulated gloo median to the testbed's before one more try."""
 GOAL = 0.20
-"""The simulated DLCP/TCP ratio should lie within this fraction of the testbed's (issue #15)."""
+"""The simulated DLCP/TCP ratio should lie within this fraction of the testbed's (the fidelity goal)."""
 LINUX_MIN_RTO_US = 200_000.0
 """Linux's minimum TCP retransmission timeout (TCP_RTO_MIN, 200 ms): what gloo's connections get."""
 FRAME_OVERHEAD = 8 + 20 + 14
@@ -55,7 +55,7 @@ LINK_DELAY_US = 20.0
 """One way per link: veth and the software switch's forwarding (a 2-hop round trip of about 80 us)."""
 SEND_GBPS = 10.0
 """How fast a testbed host puts packets into the switch: its veth is not shaped (the switch shapes its
-egress), so about what the software switch forwards with 9000-byte frames here (docs/results.md, #12)."""
+egress), so about what the software switch forwards with 9000-byte frames here (docs/results.md)."""
 
 
 def train_config(samples: int) -> TrainConfig:

@@ -22,8 +22,8 @@ from typing import Any
 GRESSES = ("ingress", "egress")
 
 INGRESS_STAGE_BUDGET = 10
-"""The most ingress stages DLCP's program may use on Tofino 1 (of 12): two are left for what a user adds
-(issue #17). tests/p4/test_tofino.py holds the program to it."""
+"""The most ingress stages DLCP's program may use on Tofino 1 (of 12): two are left for what a user adds.
+tests/p4/test_tofino.py holds the program to it."""
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,6 @@ def test_a_real_compile_reads_as_the_compiler_counts_it() -> None:
         assert got[name] == int(totals[header.index(column)]), name
     stages = tofino_report.stages_from_context(json.loads((FIXTURE / "context.json").read_text()))
     report = Report("pipe", n_stages, stages, resources)
-    # That compile placed the ingress in stages 0-8 and the egress in stage 0 (docs/results.md, #17).
+    # That compile placed the ingress in stages 0-8 and the egress in stage 0 (docs/results.md).
     assert (report.stages_used("ingress"), report.stages_used("egress")) == (9, 1)
     assert "ingress 9 of 12, egress 1 of 12" in report.table()
