@@ -606,7 +606,7 @@ class Endpoint(Receiver):
         A probe asks what arrived of a pass, so it must not overtake that pass; in the
         control class it would, whenever the pass is still queued at a switch (strict
         priority), and the queued packets would be reported missing. In a lower class
-        than its data (the bottom of the band, before #14) it waited until every
+        than its data (the bottom of the band) it would wait until every
         higher queue of the port was empty: on a port kept busy by another sender's
         push it starved for hundreds of milliseconds while its timer backed off. In
         the data's class it waits behind what is ahead of it in that queue, as its
