@@ -16,6 +16,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "testbed/switch"
+SPEC = ROOT / "dlcp/p4"
+"""The core's spec: the generated dlcp_constants.h (on the extension's include path too, pyproject.toml)."""
 FRAMES = 1_000_000
 SANITIZERS = "-fsanitize=address,undefined"
 
@@ -28,7 +30,7 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("fuzz") / "fuzz_pipeline"
     argv = [
         gcc, "-std=gnu11", "-O1", "-g", SANITIZERS, "-fno-sanitize-recover=all", "-fno-omit-frame-pointer",
-        "-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers", f"-I{SRC}",
+        "-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers", f"-I{SRC}", f"-I{SPEC}",
         str(Path(__file__).with_name("fuzz_pipeline.c")),
         *(str(SRC / f) for f in ("pipeline.c", "egress.c", "switch.c")),
         "-lm", "-lpthread", "-o", str(out),
