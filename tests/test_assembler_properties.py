@@ -214,3 +214,122 @@ def test_hostile_datagrams_never_raise_are_all_counted_and_stay_in_bounds(case) 
     assert np.all(backing[:guard] == 5.0) and np.all(backing[-guard:] == 5.0), "nothing written outside the buffer"
     if msg is not None:
         assert msg.n_received == int(np.count_nonzero(msg.received))
+
+
+@st.composite
+def receive_batches(draw):
+    """One receive batch: runs (datagrams or GRO buffers) of early, expected, completed and bad packets, shuffled."""
+    seed = draw(st.integers(0, 2**31))
+    posted = draw(st.sets(st.integers(1, 4)))
+    completed = draw(st.sets(st.integers(1, 4))) - posted
+    gro = draw(st.lists(st.integers(1, 4), min_size=1, max_size=6))
+    corrupt = draw(st.sets(st.integers(0, 60), max_size=4))
+    foreign = draw(st.booleans())
+    mixed = draw(st.booleans())
+    return seed, posted, completed, gro, corrupt, foreign, mixed
+
+
+@settings(max_examples=120, deadline=None)
+@given(receive_batches())
+def test_batch_stash_is_what_ingesting_each_run_does(sc) -> None:
+    """Assembler.stash_runs, then ingest of the runs it left, ends in the state that ingesting every run ends in:
+    the same buffers and counts once every message is expected, and the same counters (the receive thread's batch
+    path against its per-run path)."""
+    seed, posted, completed, gro, corrupt, foreign, mixed = sc
+    rng = np.random.default_rng(seed)
+    # A bound over one short packet's share: a message may complete without it, so the order it is replayed in shows.
+    specs = {i: make_message(64 * 6 + 9 * (i % 2), 64, bound=0.05, msg_id=i, seed=i) for i in range(1, 5)}
+    runs: list[bytes] = []
+    seg_of: list[int] = []
+    for spec, values in specs.values():
+        # Sprayed: the packet sent last (LAST flag) is a full one and may arrive before or after the short one.
+        perm = rng.permutation(spec.pkt_count - 1)
+        cut = int(rng.integers(0, perm.size))
+        for seqs, last in ((np.append(perm[:cut], spec.pkt_count - 1), False), (perm[cut:], True)):
+            pb = packets(spec, values, last=last, seqs=np.sort(seqs))
+            pos, k = 0, 0
+            while pos < pb.count:  # consecutive packets in GRO buffers of varying size (the short one alone)
+                take = min(gro[k % len(gro)], pb.count - pos)
+                rows = [
+                    pb.data[j, : min(pb.seg_size, pb.nbytes - j * pb.seg_size)].tobytes()
+                    for j in range(pos, pos + take)
+                ]
+                short = [len(r) < pb.seg_size for r in rows]
+                if any(short) and take > 1:
+                    take = short.index(True) or 1
+                    rows = rows[:take]
+                runs.append(b"".join(rows))
+                seg_of.append(pb.seg_size if take > 1 else len(rows[0]))
+                pos, k = pos + take, k + 1
+    if mixed:  # one GRO buffer with full packets of two messages: the general path splits it
+        two = [packets(*specs[i], last=False, seqs=np.array([0])) for i in (1, 2)]
+        runs.append(b"".join(pb.buffer().tobytes() for pb in two))
+        seg_of.append(two[0].seg_size)
+    if foreign:
+        spec, values = make_message(64 * 3, 64, msg_id=9)
+        runs.append(packets(spec, values, token=TOKEN + 1, last=False).buffer().tobytes())
+        seg_of.append(HEADER_SIZE + 64 * 4)
+    order = rng.permutation(len(runs))
+    runs, seg_of = [bytearray(runs[i]) for i in order], [seg_of[i] for i in order]
+    for c in corrupt:
+        if c < len(runs):
+            runs[c][0] ^= 0x10  # a bad version
+    ring = np.frombuffer(b"".join(runs), dtype=np.uint8)
+    starts = np.cumsum([0] + [len(r) for r in runs])[:-1].tolist()
+    batch = [(s, len(r), seg) for s, r, seg in zip(starts, runs, seg_of, strict=True)]
+
+    def setup() -> tuple[Assembler, dict[int, np.ndarray]]:
+        a = Assembler()
+        a.add_job(JOB, TOKEN)
+        outs = {}
+        for i in posted | completed:
+            spec, values = specs[i]
+            outs[i] = np.zeros(spec.num_elems, np.float32)
+            a.expect(spec, outs[i])
+            if i in completed:
+                a.ingest(packets(spec, values).buffer(), seg_size=packets(spec, values).seg_size)
+                assert a.is_completed(spec.key)
+        return a, outs
+
+    each, each_out = setup()
+    for s, n, seg in batch:
+        each.ingest(ring[s : s + n], seg_size=seg, now=1.0)
+    batched, batched_out = setup()
+    _, rest = batched.stash_runs(ring, batch, now=1.0)
+    assert all(run in batch for run in rest) and len(rest) <= len(batch)
+    for s, n, seg in rest:
+        batched.ingest(ring[s : s + n], seg_size=seg, now=1.0)
+    assert batched.stash_bytes == each.stash_bytes
+    np.testing.assert_array_equal(batched.counters.counts, each.counters.counts)
+    for a, outs in ((each, each_out), (batched, batched_out)):
+        for i, (spec, _) in specs.items():
+            if i not in outs:
+                outs[i] = np.zeros(spec.num_elems, np.float32)
+                a.expect(spec, outs[i], now=1.0)
+    for i in specs:
+        np.testing.assert_array_equal(batched_out[i], each_out[i])
+        m1, m2 = each.message(specs[i][0].key), batched.message(specs[i][0].key)
+        assert (m1 is None) == (m2 is None)
+        if m1 is not None and m2 is not None:
+            assert m1.n_received == m2.n_received and (m1.received == m2.received).all()
+
+
+def test_batch_stash_keeps_to_the_bound_and_leaves_the_rest_to_be_counted() -> None:
+    """Over limits.max_stash_bytes, a message's runs are not stashed by the batch: the per-run path refuses them
+    (STASH_FULL), so every packet is either stashed or counted."""
+    from dlcp.drops import DropReason
+    from dlcp.limits import Limits
+
+    spec, values = make_message(64 * 10, 64)
+    pb = packets(spec, values, last=False)
+    a = Assembler(Limits(max_stash_bytes=4 * pb.seg_size))
+    a.add_job(JOB, TOKEN)
+    ring = np.frombuffer(pb.buffer(), dtype=np.uint8)
+    runs = [(i * pb.seg_size, pb.seg_size, pb.seg_size) for i in range(pb.count)]
+    small, rest = a.stash_runs(ring, runs[:3], now=0.0)
+    assert small.accepted == 3 and rest == [] and a.stash_bytes == 3 * pb.seg_size
+    big, rest = a.stash_runs(ring, runs[3:], now=0.0)
+    assert big.accepted == 0 and rest == runs[3:], "7 more would pass the bound: left to the per-run path"
+    for s, n, seg in rest:
+        a.ingest(ring[s : s + n], seg_size=seg, now=0.0)
+    assert a.counters[DropReason.OK] == 4 and a.counters[DropReason.STASH_FULL] == 6
