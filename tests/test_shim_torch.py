@@ -114,11 +114,12 @@ def test_gloo_ps_baseline_trains_like_gloos_all_reduce() -> None:
 
     Not bit for bit: rank 0 adds the gradients in another order than the ring does, which shows the hook ran.
     """
-    from dlcp.apps.launch import spawn
+    from dlcp.apps.launch import TORCH_PRELOAD, spawn
     from dlcp.apps.train.trainer import _rank_main, summarize
 
     def ranks(cfg: TrainConfig) -> list[dict]:
-        return spawn(_rank_main, cfg.workers, cfg, timeout_s=600.0, threads_per_proc=1)
+        preload = (*TORCH_PRELOAD, _rank_main.__module__)  # as the trainer's own runs
+        return spawn(_rank_main, cfg.workers, cfg, timeout_s=600.0, threads_per_proc=1, preload=preload)
 
     ring_cfg = TrainConfig(backend="gloo", workers=3, **SMALL)
     ps_cfg = TrainConfig(backend="gloo", mode="ps", workers=3, **SMALL)
