@@ -74,6 +74,7 @@ def test_allreduce_averages_and_copies_back() -> None:
             s.close()
 
 
+@pytest.mark.timing
 def test_a_failed_exchange_names_its_error_and_fails_later_buckets_at_once() -> None:
     """Rank 1 never joins: rank 0's first bucket waits out the peer timeout; DDP would see the transport's error by
     its name, and the next bucket fails at once rather than waiting again (a backward of n buckets must not take
@@ -99,6 +100,7 @@ def test_a_failed_exchange_names_its_error_and_fails_later_buckets_at_once() -> 
 SMALL = {"epochs": 1, "train_samples": 2048, "test_samples": 1024, "batch_size": 32, "payload_bytes": 512}
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 def test_ddp_ring_matches_gloo_and_keeps_replicas_identical() -> None:
     gloo = run(TrainConfig(backend="gloo", **SMALL))

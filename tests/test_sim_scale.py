@@ -104,6 +104,7 @@ def test_a_sweep_is_refused_for_what_its_parallel_runs_need_together(monkeypatch
     assert [r[runner.FAILED].split(":")[0] for r in results] == ["Started", "Started"]
 
 
+@pytest.mark.slow
 @needs_ns3
 def test_the_estimate_is_above_the_measured_peak() -> None:
     # Deliberately high: a run the check admits must not run out of memory. A PS job (torch's import)
