@@ -64,8 +64,15 @@ fastpath: venv
 	  echo "  $$(tail -n 1 $(VENV)/fastpath.log)"; $(FASTPATH_HELP); exit 1; }
 
 # DLCP_REQUIRE_FASTPATH=1: a test of the C path fails, rather than skips, without the module.
+# The suite runs in PYTEST_WORKERS processes (pytest-xdist): much of its time is spent starting and waiting on
+# processes (simulations, training ranks, switches in namespaces), which a second and third worker fill. The
+# tests marked `timing` (wall or CPU time, rates, memory) form one xdist group: one worker runs them, one at a
+# time; the tests marked `slow` start first (tests/conftest.py). Bytecode is cached (PYTHONDONTWRITEBYTECODE
+# cleared, into the ignored build/ and __pycache__/): the suite starts hundreds of Python processes, and each
+# would otherwise compile dlcp's modules again.
+PYTEST_WORKERS ?= 3
 pytest: venv venv-sim venv-p4rt-shell fastpath
-	DLCP_REQUIRE_FASTPATH=1 $(VENV)/bin/pytest -q
+	DLCP_REQUIRE_FASTPATH=1 PYTHONDONTWRITEBYTECODE= $(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 test: lint typecheck pytest test-mxnet
 

@@ -118,6 +118,17 @@ class TopologySpec:
     delay_us: float = 1.0
     mtu: int = 9000
 
+    def size(self) -> topology.Size:
+        """The fabric's counts, without building it; :class:`topology.TopologyError` for a fabric that cannot be."""
+        if self.kind == "leaf_spine":
+            size = topology.leaf_spine_size(self.leaves, self.spines, self.hosts_per_leaf)
+        elif self.kind == "fat_tree":
+            size = topology.fat_tree_size(self.k)
+        else:
+            size = topology.star_size(self.hosts)
+        size.check()
+        return size
+
     def fabric(self) -> topology.Fabric:
         d = self.delay_us * 1e-6
         if self.kind == "leaf_spine":
@@ -362,7 +373,7 @@ def validate(s: Scenario) -> Scenario:
             f"topology.mtu: {t.mtu} cannot carry dlcp.transport.payload_bytes = {payload} plus 68 header bytes"
         )
     try:
-        fabric = t.fabric()
+        size = t.size()  # counted, not built: a fabric too large for the memory is refused by its estimate
     except topology.TopologyError as exc:
         raise ScenarioError(str(exc)) from None
     sw = s.switch
@@ -382,7 +393,7 @@ def validate(s: Scenario) -> Scenario:
     if not s.workload:
         raise ScenarioError("workload: a scenario needs at least one [[workload]]")
     for i, w in enumerate(s.workload):
-        _check_workload(w, f"workload[{i}]", fabric.hosts)
+        _check_workload(w, f"workload[{i}]", size.hosts)
     return s
 
 

@@ -47,21 +47,28 @@ class MemoryRefused(RuntimeError):
     """The simulation would not fit in this machine's memory."""
 
 
+def fabric_memory_mb(s: Scenario, nodes: int, links: int) -> float:
+    """The part of :func:`estimate_memory_mb` the fabric alone needs: the process, every switch port's buffer full
+    at once (1.5 KB a queued packet: the packet, its header bytes, its queue item), per node and port the ns-3
+    objects, and torch's import where a workload reads a model."""
+    ports = 2 * links
+    buffered = ports * s.switch.buffer_packets * 1.5e-3
+    per_node = nodes * 0.06 + ports * 0.03
+    model = MODEL_MB if any(w.model for w in s.workload) else 0.0
+    return BASE_MB + model + buffered + per_node
+
+
 def estimate_memory_mb(s: Scenario, traffic: workloads.Traffic, nodes: int, links: int) -> float:
     """A coarse, deliberately high estimate of a run's peak memory (docs/simulations.md).
 
     Packets carry no payload bytes in the simulator (ns-3's zero-filled virtual data), so
-    what grows is: every switch port's buffer full at once (1.5 KB a queued packet: the
-    packet, its header bytes, its queue item); per node and port the ns-3 objects; per
+    what grows is the fabric's part (:func:`fabric_memory_mb`) and the traffic's: per
     message its sender and receiver state (2 KB) and a few bytes per packet (bitmaps, drop
     classes); 30 KB per TCP connection's sockets (one per pair of hosts and tag,
     tcp_channels.h); per training job the same for every push and pull of every worker, all
     alive at once.
     """
     payload = s.dlcp.transport.payload_bytes
-    ports = 2 * links
-    buffered = ports * s.switch.buffer_packets * 1.5e-3
-    per_node = nodes * 0.06 + ports * 0.03
     packets = sum(m.bytes for m in traffic.messages) / payload
     connections = {
         (m.tag, min(m.src, m.dst), max(m.src, m.dst)) for m in traffic.messages if m.transport != workloads.DLCP
@@ -71,17 +78,21 @@ def estimate_memory_mb(s: Scenario, traffic: workloads.Traffic, nodes: int, link
     for j in traffic.jobs:
         per_iteration = len(j.workers) * 2 * len(j.layer_bytes)
         jobs += sum(j.layer_bytes) * len(j.workers) * 2 / payload * 64e-6 + per_iteration * j.iterations * 2e-3
-    model = MODEL_MB if any(w.model for w in s.workload) else 0.0
-    return BASE_MB + model + buffered + per_node + msgs + jobs
+    return fabric_memory_mb(s, nodes, links) + msgs + jobs
 
 
-def memory_estimate(s: Scenario) -> float:
-    """The scenario's memory estimate (MB), from its fabric and generated traffic."""
-    fabric = s.topology.fabric()
-    traffic = workloads.generate(
-        s.workload, fabric.hosts, s.topology.host_gbps * 1e9, s.features, s.dlcp.policy, s.seed
-    )
-    return estimate_memory_mb(s, traffic, fabric.nodes, len(fabric.links))
+def memory_estimate(s: Scenario, limit_mb: float = float("inf")) -> float:
+    """The scenario's memory estimate (MB), from its fabric and generated traffic.
+
+    Where the fabric's part alone (from its counts, nothing built) is over ``limit_mb``, that part is returned: the
+    whole estimate is larger still, and a fabric of a million hosts is refused without building it or its traffic.
+    """
+    size = s.topology.size()
+    fabric_mb = fabric_memory_mb(s, size.nodes, size.links)
+    if fabric_mb > limit_mb:
+        return fabric_mb
+    traffic = workloads.generate(s.workload, size.hosts, s.topology.host_gbps * 1e9, s.features, s.dlcp.policy, s.seed)
+    return estimate_memory_mb(s, traffic, size.nodes, size.links)
 
 
 def available_mb() -> float:
@@ -95,8 +106,8 @@ def check_memory(scenarios: Sequence[Scenario], parallel: int = 1, limit_mb: flo
     Each run alone, and the ``parallel`` largest at once, must fit in ``limit_mb`` (default:
     80% of ``MemAvailable``).
     """
-    estimates = [memory_estimate(s) for s in scenarios]
     limit = available_mb() * MEMORY_SHARE if limit_mb is None else limit_mb
+    estimates = [memory_estimate(s, limit) for s in scenarios]
     where = "80% of MemAvailable" if limit_mb is None else "the limit given"
     for s, est in zip(scenarios, estimates, strict=True):
         if est > limit:

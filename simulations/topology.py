@@ -25,6 +25,24 @@ class Link:
     """The rate from ``b`` to ``a`` where it differs from ``rate_bps`` (0: the same)."""
 
 
+@dataclass(frozen=True)
+class Size:
+    """A fabric's counts, known from its parameters before it is built (a memory estimate needs no more)."""
+
+    hosts: int
+    switches: int
+    links: int
+
+    @property
+    def nodes(self) -> int:
+        return self.hosts + self.switches
+
+    def check(self) -> None:
+        """The fabric has at least two hosts."""
+        if self.hosts < 2:
+            raise TopologyError(f"topology: needs at least 2 hosts, got {self.hosts}")
+
+
 @dataclass
 class Fabric:
     name: str
@@ -52,8 +70,7 @@ class Fabric:
         for h in range(self.hosts):
             if len(adj[h]) != 1:
                 raise TopologyError(f"topology: host {h} has {len(adj[h])} links (a host has one uplink)")
-        if self.hosts < 2:
-            raise TopologyError(f"topology: needs at least 2 hosts, got {self.hosts}")
+        Size(self.hosts, self.switches, len(self.links)).check()
         seen = {0}
         todo = deque([0])
         while todo:
@@ -92,6 +109,26 @@ def _gbps(x: float) -> float:
     return x * 1e9
 
 
+def star_size(hosts: int) -> Size:
+    """One switch, one link per host."""
+    return Size(hosts, 1, hosts)
+
+
+def leaf_spine_size(leaves: int, spines: int, hosts_per_leaf: int) -> Size:
+    """Each host to its leaf, each leaf to every spine."""
+    return Size(leaves * hosts_per_leaf, leaves + spines, leaves * hosts_per_leaf + leaves * spines)
+
+
+def fat_tree_size(k: int) -> Size:
+    """The k-ary fat tree: k pods of k/2 edge and k/2 aggregation switches, (k/2)^2 cores, k^3/4 hosts; each host
+    to its edge, each edge to its pod's aggregations, each aggregation to k/2 cores."""
+    if k < 2 or k % 2:
+        raise TopologyError(f"topology.k must be an even number >= 2, got {k}")
+    half = k // 2
+    hosts = k * half * half
+    return Size(hosts, 2 * k * half + half * half, hosts + 2 * k * half * half)
+
+
 def star(
     hosts: int,
     rate_gbps: float,
@@ -102,7 +139,7 @@ def star(
 ) -> Fabric:
     """One switch. Hosts send at ``rate_gbps``; the switch sends to them at ``down_gbps`` (0: the same), to
     ``bottleneck_host`` at ``bottleneck_gbps``: the testbed's links, shaped at the switch's egress only."""
-    f = Fabric("star", hosts, 1)
+    f = Fabric("star", hosts, star_size(hosts).switches)
     sw = hosts
     for h in range(hosts):
         down = bottleneck_gbps if h == bottleneck_host else down_gbps
@@ -113,8 +150,9 @@ def star(
 def leaf_spine(
     leaves: int, spines: int, hosts_per_leaf: int, host_gbps: float, fabric_gbps: float, delay_s: float
 ) -> Fabric:
-    hosts = leaves * hosts_per_leaf
-    f = Fabric("leaf_spine", hosts, leaves + spines)
+    size = leaf_spine_size(leaves, spines, hosts_per_leaf)
+    hosts = size.hosts
+    f = Fabric("leaf_spine", hosts, size.switches)
     for h in range(hosts):
         f.links.append(Link(h, hosts + h // hosts_per_leaf, _gbps(host_gbps), delay_s))
     for leaf in range(leaves):
@@ -124,13 +162,12 @@ def leaf_spine(
 
 
 def fat_tree(k: int, rate_gbps: float, delay_s: float) -> Fabric:
-    """The k-ary fat tree: k pods of k/2 edge and k/2 aggregation switches, (k/2)^2 cores, k^3/4 hosts."""
-    if k < 2 or k % 2:
-        raise TopologyError(f"topology.k must be an even number >= 2, got {k}")
+    """The k-ary fat tree (:func:`fat_tree_size`)."""
+    size = fat_tree_size(k)
     half = k // 2
-    hosts = k * half * half
-    edges, aggs, cores = k * half, k * half, half * half
-    f = Fabric("fat_tree", hosts, edges + aggs + cores)
+    hosts = size.hosts
+    edges, aggs = k * half, k * half
+    f = Fabric("fat_tree", hosts, size.switches)
     edge0, agg0, core0 = hosts, hosts + edges, hosts + edges + aggs
     rate = _gbps(rate_gbps)
     for h in range(hosts):

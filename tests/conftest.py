@@ -29,6 +29,13 @@ def _fastpath_required() -> bool:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    if hasattr(item.config, "workerinput") and item.config.getvalue("loadgroup") and "@" not in item.nodeid:
+        if _group(item) is not None:  # pytest-xdist did not put its group in its id: it may run beside the group
+            pytest.fail(
+                f"pytest-xdist ignored this test's xdist_group {_group(item)!r}: --dist loadgroup does not support "
+                f"this pytest ({pytest.__version__}; pyproject.toml pins the one it does)",
+                pytrace=False,
+            )
     if item.get_closest_marker("fastpath") is not None and not fastpath.available():
         why = f"the C fast path dlcp.host._fastpath does not import ({fastpath.unavailable_reason()})"
         if _fastpath_required():
@@ -36,6 +43,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip(why)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group markers added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     needs = {
         # P4 tools are looked up in $DLCP_P4_BIN_DIR, then PATH (dlcp.testbed.toolchain.tools); tests needing one
@@ -48,6 +56,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         why = [w for marker, (present, w) in needs.items() if marker in item.keywords and not present]
         if why:
             item.add_marker(pytest.mark.skip(reason="; ".join(str(w) for w in why)))
+        if item.get_closest_marker("timing") is not None:
+            item.add_marker(pytest.mark.xdist_group(TIMING_GROUP))
+    if hasattr(config, "workerinput"):
+        items[:] = _slow_first(items)
+
+
+TIMING_GROUP = "timing"
+"""The xdist group of the tests marked ``timing``: under ``pytest -n`` (``make test``) they run in one worker, one
+after another, never beside each other."""
+
+
+def _group(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("xdist_group")
+    if marker is None:
+        return None
+    return str(marker.args[0] if marker.args else marker.kwargs.get("name", "default"))
+
+
+def _slow_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """Under pytest-xdist (``--dist loadgroup --no-loadscope-reorder``, as ``make test`` runs it): the tests marked
+    ``slow``, and every test of an xdist group holding one, before the others, each part in collection order. A
+    worker that takes a slow test then takes it early, and the run does not end waiting for one started last."""
+    slow_groups = {_group(i) for i in items if i.get_closest_marker("slow") is not None} - {None}
+    return sorted(items, key=lambda i: i.get_closest_marker("slow") is None and _group(i) not in slow_groups)
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ def test_a_bad_job_file_is_refused_before_any_worker_starts(tmp_path: Path, caps
     assert "policy.reduce_scatter.loss_bound" in err.err and err.out == ""
 
 
+@pytest.mark.timing
 def test_cpu_seconds_counts_every_thread_of_the_process() -> None:
     """The CPU a helper thread burns shows up though the caller only waits (a receive thread's, gloo's)."""
     import threading
@@ -51,6 +52,7 @@ def test_cpu_seconds_counts_every_thread_of_the_process() -> None:
     assert cpu_seconds() - before >= 0.25
 
 
+@pytest.mark.timing
 def test_cpu_per_gbyte_is_reported_for_both_systems_and_grows_with_the_work() -> None:
     """Positive figures and their ratio; 32 times the bytes cost more CPU (beyond a fixed cost per call: at 16 times,
     gloo's grew by only 1.28 times once, beside other work)."""

@@ -138,6 +138,7 @@ def test_a_message_received_whole_is_stopped_once_the_same_from_c_and_python(fas
         peer.close()
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("fast_path", [C_PATH, NUMPY_PATH])
 def test_a_send_ends_on_stop_and_retransmits_on_bitmap(fast_path: bool) -> None:
     """BITMAP (Python decides): the missing packets go again; STOP: send_wait returns, the loss is booked."""

@@ -29,6 +29,8 @@ from dlcp.packetizer import build_packets
 from dlcp.protocol import CONTROL_PRIORITY, HEADER_SIZE, Flag, MessageKind, PacketType, tos_for
 from dlcp.wire import Header
 
+pytestmark = pytest.mark.timing  # CPU and wall time of waits, pacing rates, timeouts
+
 TOKEN = 7
 C_PATH = pytest.param(True, id="c", marks=pytest.mark.fastpath)
 NUMPY_PATH = pytest.param(False, id="numpy")
@@ -231,7 +233,8 @@ def test_packets_carry_the_tos_of_their_class_on_the_wire(fast_path: bool) -> No
     and TOS): a switch queues it behind its data, never ahead of it nor below it.
     """
     assert CONTROL_TOS >> 5 == CONTROL_PRIORITY == 7, "class selector 7 (CS7) in the precedence bits"
-    transport = TransportConfig(port=0, payload_bytes=1024, fast_path=fast_path)
+    # The raw peer never answers, so the send probes (every max_rto_s at most) until the peer timeout: 1 s of it.
+    transport = TransportConfig(port=0, payload_bytes=1024, fast_path=fast_path, peer_timeout_s=1.0)
     peer = RawPeer()
     ep = Endpoint(rank=1, job_id=1, token=TOKEN, addresses={0: peer.address, 1: ("127.0.0.1", 0)}, transport=transport)
     try:

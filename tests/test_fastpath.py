@@ -640,6 +640,7 @@ FastSender(seg).send_packets(tx.fileno(), HeaderTemplate(spec, 7), values, np.ar
 """
 
 
+@pytest.mark.timing
 @pytest.mark.fastpath
 @pytest.mark.slow
 def test_a_paced_sender_that_did_not_run_does_not_catch_up_in_a_burst() -> None:

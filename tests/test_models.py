@@ -145,6 +145,7 @@ def test_no_gc_freeze_is_the_train_configs_switch() -> None:
 SMALL = {"workers": 2, "epochs": 1, "train_samples": 1024, "batch_size": 32, "payload_bytes": 4096, "eval_every": 8}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "chance"), [("resnet18", 0.1), ("gpt", 1 / 64)])
 def test_resnet_and_gpt_train_over_dlcp(name: str, chance: float) -> None:
     """16 iterations of each: accuracy well above chance, replicas identical, the wait for the front layers'

@@ -15,6 +15,7 @@ def _elapsed(fn) -> float:
     return time.perf_counter() - start
 
 
+@pytest.mark.timing
 def test_wait_holds_the_rate_without_spinning() -> None:
     pacer = AimdPacer(PacingConfig(max_rate=100 * MB, min_rate=MB, burst=MB))
     cpu = time.process_time()
@@ -23,6 +24,7 @@ def test_wait_holds_the_rate_without_spinning() -> None:
     assert time.process_time() - cpu < 0.6 * took, "the pacer sleeps, it does not spin"
 
 
+@pytest.mark.timing
 def test_charged_bytes_are_paid_by_the_next_wait() -> None:
     pacer = AimdPacer(PacingConfig(max_rate=100 * MB, min_rate=MB, burst=MB))
     assert _elapsed(lambda: pacer.charge(3 * MB)) < 0.005, "charge never waits"
@@ -49,6 +51,7 @@ def test_bad_config() -> None:
         PacingConfig(max_rate=MB, min_rate=2 * MB)
 
 
+@pytest.mark.timing
 def test_a_call_of_call_bytes_from_a_full_bucket_does_not_sleep_and_shrinks_with_the_rate(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -74,6 +74,7 @@ def test_allreduce_averages_and_copies_back() -> None:
             s.close()
 
 
+@pytest.mark.timing
 def test_a_failed_exchange_names_its_error_and_fails_later_buckets_at_once() -> None:
     """Rank 1 never joins: rank 0's first bucket waits out the peer timeout; DDP would see the transport's error by
     its name, and the next bucket fails at once rather than waiting again (a backward of n buckets must not take
@@ -99,6 +100,7 @@ def test_a_failed_exchange_names_its_error_and_fails_later_buckets_at_once() -> 
 SMALL = {"epochs": 1, "train_samples": 2048, "test_samples": 1024, "batch_size": 32, "payload_bytes": 512}
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 def test_ddp_ring_matches_gloo_and_keeps_replicas_identical() -> None:
     gloo = run(TrainConfig(backend="gloo", **SMALL))
@@ -114,11 +116,12 @@ def test_gloo_ps_baseline_trains_like_gloos_all_reduce() -> None:
 
     Not bit for bit: rank 0 adds the gradients in another order than the ring does, which shows the hook ran.
     """
-    from dlcp.apps.launch import spawn
+    from dlcp.apps.launch import TORCH_PRELOAD, spawn
     from dlcp.apps.train.trainer import _rank_main, summarize
 
     def ranks(cfg: TrainConfig) -> list[dict]:
-        return spawn(_rank_main, cfg.workers, cfg, timeout_s=600.0, threads_per_proc=1)
+        preload = (*TORCH_PRELOAD, _rank_main.__module__)  # as the trainer's own runs
+        return spawn(_rank_main, cfg.workers, cfg, timeout_s=600.0, threads_per_proc=1, preload=preload)
 
     ring_cfg = TrainConfig(backend="gloo", workers=3, **SMALL)
     ps_cfg = TrainConfig(backend="gloo", mode="ps", workers=3, **SMALL)

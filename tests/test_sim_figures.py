@@ -27,6 +27,7 @@ def test_compare_catches_a_difference() -> None:
     assert figures.compare({"tcp": {"p99_us": 100.0, "p50_us": 50.0}}, want)[0].startswith("variants")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(figures.FIGURES))
 def test_small_variant_matches_expected(name: str, tmp_path: Path) -> None:
     data = figures.run(name, "small", tmp_path, parallel=2)

@@ -57,6 +57,40 @@ def test_a_run_over_the_memory_is_refused_before_its_process_starts(monkeypatch:
         runner.run(table(workload=[INCAST]))
 
 
+@pytest.mark.parametrize(
+    "topo",
+    [
+        LEAF_SPINE,
+        {"kind": "leaf_spine", "leaves": 3, "spines": 5, "hosts_per_leaf": 7},
+        {"kind": "fat_tree", "k": 4},
+        {"kind": "fat_tree", "k": 6},
+        {"kind": "star", "hosts": 5},
+    ],
+)
+def test_a_fabrics_counts_are_those_of_the_fabric_built(topo: dict[str, Any]) -> None:
+    spec = scenario.from_table(table(topology=topo, workload=[INCAST | {"senders": 3}])).topology
+    size, fabric = spec.size(), spec.fabric()
+    assert (size.hosts, size.switches, size.nodes, size.links) == (
+        fabric.hosts, fabric.switches, fabric.nodes, len(fabric.links)
+    )  # fmt: skip
+
+
+def test_a_fabric_too_large_is_refused_before_it_or_its_traffic_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A million hosts: validated and refused from the fabric's counts alone, in well under a second."""
+    from dlcp.simulations import topology, workloads
+
+    def built(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("built")
+
+    for name in ("leaf_spine", "fat_tree", "star"):
+        monkeypatch.setattr(topology, name, built)
+    monkeypatch.setattr(workloads, "generate", built)
+    monkeypatch.setattr(subprocess, "run", _no_process)
+    big = table(topology=LEAF_SPINE | {"hosts_per_leaf": 100_000}, workload=[INCAST])
+    with pytest.raises(simulate.MemoryRefused, match=r"'t' needs about \d+ MB by estimate"):
+        runner.run(big)
+
+
 def test_a_sweep_is_refused_for_what_its_parallel_runs_need_together(monkeypatch: pytest.MonkeyPatch) -> None:
     tables = [table("a", workload=[INCAST]), table("b", seed=2, workload=[INCAST])]
     est = max(simulate.memory_estimate(scenario.from_table(t)) for t in tables)
@@ -70,6 +104,7 @@ def test_a_sweep_is_refused_for_what_its_parallel_runs_need_together(monkeypatch
     assert [r[runner.FAILED].split(":")[0] for r in results] == ["Started", "Started"]
 
 
+@pytest.mark.slow
 @needs_ns3
 def test_the_estimate_is_above_the_measured_peak() -> None:
     # Deliberately high: a run the check admits must not run out of memory. A PS job (torch's import)

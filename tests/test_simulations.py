@@ -89,6 +89,7 @@ def test_priorities_and_selective_drops_as_configured() -> None:
     assert tc["dlcp_trimmed_received"] == sum(tc["per_class"]["trimmed"]), "every trimmed header reaches its receiver"
 
 
+@pytest.mark.slow
 def test_same_seed_same_run() -> None:
     t = table(
         workload=[INCAST, {"type": "background", "load": 0.3, "duration_us": 2000, "max_flow_bytes": 500_000}],
@@ -101,6 +102,7 @@ def test_same_seed_same_run() -> None:
     assert a["flows"] != c["flows"], "another seed draws other background flows"
 
 
+@pytest.mark.slow
 def test_dlcp_tail_below_dctcp_on_small_incast() -> None:
     t = table(
         seed=3,
@@ -140,6 +142,7 @@ def test_memory_estimate_refuses_before_running() -> None:
         simulate.simulate(s, refuse_over_mb=10)
 
 
+@pytest.mark.slow
 def test_sweep_on_a_dask_cluster_matches_local_processes() -> None:
     distributed = pytest.importorskip("distributed", reason="Dask's distributed (the sim extra) not installed")
     tables = [table(workload=[INCAST]), table(seed=2, workload=[INCAST])]

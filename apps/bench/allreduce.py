@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from dlcp import checks, resources
-from dlcp.apps.launch import spawn
+from dlcp.apps.launch import TORCH_PRELOAD, spawn
 from dlcp.config import ConfigError, DLCPConfig, TransportConfig, load
 from dlcp.host.collectives import Collectives, Mode, split_bounds
 from dlcp.host.loss import LossInjector, LossSpec
@@ -273,7 +273,10 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
     except ConfigError as exc:
         raise ConfigError(f"--config {exc}") from None
     check(cfg, job)
-    per_rank = spawn(_rank_main, cfg.workers, cfg, job, timeout_s=_timeout_s(cfg), threads_per_proc=1)
+    per_rank = spawn(
+        _rank_main, cfg.workers, cfg, job, timeout_s=_timeout_s(cfg), threads_per_proc=1,
+        preload=(*TORCH_PRELOAD, __name__),
+    )  # fmt: skip
     result: dict[str, Any] = {"config": asdict(cfg)}
     for name in ("dlcp", "gloo", "dlcp_lossless"):
         if name in per_rank[0]:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from dlcp import checks, models, resources
-from dlcp.apps.launch import spawn
+from dlcp.apps.launch import TORCH_PRELOAD, spawn
 from dlcp.apps.train.tasks import make as make_task_of
 from dlcp.apps.train.tasks import sample_bytes
 from dlcp.apps.train.traffic import DLCPCounters, dlcp_bytes_sent, tcp_bytes_sent
@@ -414,7 +414,10 @@ def run(cfg: TrainConfig, *, checked: bool = False) -> dict[str, Any]:
         check(cfg)
     # Generous: 2 s per step, more where workers share CPUs; only a hung run times out.
     share = max(1.0, cfg.workers / resources.usable_cpus())
-    per_rank = spawn(_rank_main, cfg.workers, cfg, timeout_s=600.0 + 2.0 * share * cfg.iterations, threads_per_proc=1)
+    per_rank = spawn(
+        _rank_main, cfg.workers, cfg, timeout_s=600.0 + 2.0 * share * cfg.iterations, threads_per_proc=1,
+        preload=(*TORCH_PRELOAD, __name__),
+    )  # fmt: skip
     return summarize(cfg, per_rank)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 from controller_support import PS_JOB, Switches, dlcp_frame, star, until
 
 from dlcp.controller import apply, reconcile
@@ -132,6 +133,7 @@ def test_run_puts_back_what_changed_on_the_switch_within_an_interval(switches: S
     asyncio.run(asyncio.wait_for(main(), 120))
 
 
+@pytest.mark.timing
 def test_a_switch_back_within_seconds_is_reconfigured_within_seconds(switches: Switches) -> None:
     """The switch is away for 1 s, during which every attempt to reach it fails at once. finsy's own life cycle
     then waits 10 s before the next attempt; the controller tries again every RECONNECT_S."""

@@ -21,6 +21,7 @@ import pytest
 FUZZ = Path(__file__).resolve().parents[1] / "stress" / "p4rt_fuzz.py"
 
 
+@pytest.mark.timing
 @pytest.mark.root
 @pytest.mark.slow
 def test_malformed_requests_and_stream_churn_leave_the_switch_serving() -> None:

@@ -128,6 +128,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_threads_stopping_one_switch_at_once(ns: Namespace) -> None:
     try:
         r = subprocess.run([sys.executable, "-c", STOPS, ns.name, "300"], capture_output=True, text=True, timeout=120)

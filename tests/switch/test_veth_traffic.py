@@ -18,7 +18,7 @@ from dlcp.testbed.rig import VethSwitch, host_if
 from dlcp.testbed.switch import _dataplane
 from dlcp.testbed.switch.entries import Op, ProfileGroup
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.timing]  # the port's rate
 
 RATE = 100_000_000
 THRESHOLD = 20

@@ -13,6 +13,7 @@ from dlcp.testbed.lifecycle import SIMPLE_SWITCH_GRPC
 from dlcp.testbed.toolchain import tools
 
 
+@pytest.mark.slow
 @pytest.mark.root
 def test_bench_runs_the_five_ways_and_reports_ratios_against_gloo_allreduce(tmp_path: Path) -> None:
     r = dlcp("testbed", "bench", "--repeat", "1", "--scenario", "loss", "--samples", "384", "--model", "mlp",
@@ -43,6 +44,7 @@ def test_bench_runs_the_five_ways_and_reports_ratios_against_gloo_allreduce(tmp_
                      r.stdout, re.M), r.stdout  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.root
 def test_the_resnet_scenario_reports_the_front_layers_wait_with_priorities_on_and_off(tmp_path: Path) -> None:
     r = dlcp("testbed", "bench", "--repeat", "1", "--scenario", "incast-resnet", "--samples", "384",
@@ -62,6 +64,7 @@ def test_the_resnet_scenario_reports_the_front_layers_wait_with_priorities_on_an
     assert by["front_wait_dlcp_ring_vs_1class"]["goal"].startswith("at most 0.80")
 
 
+@pytest.mark.slow
 def test_bench_on_bmv2_runs_the_five_ways_at_bmv2_rates_with_its_counters(tmp_path: Path) -> None:
     """--switch bmv2: the incast scenario at BMv2 rates, the same five ways and ratios as on the software switch,
     and every run's switch counters read from BMv2 (P4 counters, ports, kernel queues)."""

@@ -21,6 +21,7 @@ def torchrun() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "torch.distributed.run"]
 
 
+@pytest.mark.slow
 def test_torchrun_one_node_per_namespace(tmp_path: Path) -> None:
     """torchrun on each host, its node rank and rendezvous from the run's environment, gloo across the switch."""
     name = unique_name("tr")
@@ -38,6 +39,7 @@ def test_torchrun_one_node_per_namespace(tmp_path: Path) -> None:
     assert namespaces_of(name) == []
 
 
+@pytest.mark.slow
 def test_torchrun_flag_trains_a_ddp_script_on_three_nodes_to_identical_replicas(tmp_path: Path) -> None:
     """--torchrun: one torchrun node per host (c10d rendezvous on h1), a user's DDP script with DLCP's hook;
     every node trains every iteration, and their parameters end bit-identical (ring mode: reliable all-gather)."""

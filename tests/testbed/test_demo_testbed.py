@@ -12,6 +12,7 @@ from testbed_support import dlcp
 from dlcp.testbed import layout
 
 
+@pytest.mark.slow
 @pytest.mark.root
 def test_testbed_demo_writes_its_table_plot_json_and_verdict(tmp_path: Path) -> None:
     r = dlcp("demo", "--testbed", "--fabric", "leaf-spine", "--ways", "gloo,ring", "--repeat", "2", "--model", "mlp",

@@ -20,7 +20,8 @@ from dlcp.testbed.jobs import WorkerFailed, new_folder, run_job
 from dlcp.testbed.lifecycle import Testbed as Fabric
 from dlcp.testbed.lifecycle import processes_in
 
-pytestmark = pytest.mark.root
+# timing: a switch short of CPU drops frames; a dying worker ends the run within 30 s.
+pytestmark = [pytest.mark.root, pytest.mark.timing]
 
 
 def root_links() -> set[str]:
@@ -69,6 +70,7 @@ def test_status_lists_the_fabric(star_tb: Fabric) -> None:
     assert r.returncode == 0 and f"{star_tb.name}: up" in r.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["gloo", "dlcp"])
 def test_training_through_the_star(star_tb: Fabric, backend: str, tmp_path: Path) -> None:
     cmd = node.argv(backend, "ring", ["--epochs", "1", "--samples", "1536", "--model", "mlp"])
@@ -120,6 +122,7 @@ def test_leaf_spine_reachability_and_spraying(tmp_path: Path) -> None:
     assert_gone(tb, pids)
 
 
+@pytest.mark.slow
 def test_down_after_the_run_is_killed(tmp_path: Path) -> None:
     name = unique_name("k")
     path = star(tmp_path, name, hosts=2)

@@ -101,6 +101,7 @@ def test_leftovers_name_a_namespace_and_a_process_of_the_fabric() -> None:
     assert faults.leftovers(name, {proc.pid: ticks}) == []
 
 
+@pytest.mark.timing
 @pytest.mark.root
 @pytest.mark.slow
 def test_switch_restart_and_worker_kill_at_the_short_size(tmp_path: Path) -> None:

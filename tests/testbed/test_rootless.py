@@ -52,6 +52,7 @@ def user_namespaces_refused() -> str | None:
     return r.stderr.strip() if r.returncode else None
 
 
+@pytest.mark.slow
 def test_run_without_root_builds_the_fabric_in_a_user_namespace(tmp_path: Path) -> None:
     refused = user_namespaces_refused()
     if refused:
