@@ -408,6 +408,7 @@ def test_one_call_runs_rounds_until_a_message_may_complete(pair: Pair) -> None:
         assert msg_a.done and msg_b.done
 
 
+@pytest.mark.timing
 def test_early_packets_wait_in_the_ring_for_the_next_ones_within_the_budget(pair: Pair) -> None:
     """A sender ran ahead of this receiver: C keeps its early packets in the ring and receives what follows
     within the budget, so they reach the assembler in one call (stashed in one batch), not one call each."""
