@@ -233,8 +233,6 @@ typedef struct {
     Py_ssize_t done_cap;
     Py_ssize_t control, answered, events; /* control packets consumed; STOPs sent; of those, ones Python must see */
     Py_ssize_t stops; /* STOPs of messages completed whole in this call (stop_whole) */
-    Py_ssize_t slot0; /* the first ring slot the next round may fill: those before it hold leftovers */
-    int urgent;       /* a leftover Python must see now: anything but a DATA packet of no expected message */
     int err;
 } rx_ctx;
 
@@ -370,10 +368,10 @@ static int control(rx_ctx *c, const uint8_t *seg, size_t len) {
  * ring) as described at rx_batch. Returns the number of datagrams; leftovers
  * are appended to c->out_runs. */
 static int rx_round(rx_ctx *c) {
-    const Py_ssize_t slot_bytes = c->slot_bytes, seg_size = c->seg_size, nslots = c->nslots - c->slot0;
+    const Py_ssize_t slot_bytes = c->slot_bytes, seg_size = c->seg_size, nslots = c->nslots;
     const size_t per = (size_t)(slot_bytes / seg_size), H = DLCP_HEADER_BYTES;
     entry_t *entries = c->entries;
-    uint8_t *base = c->base + c->slot0 * slot_bytes; /* runs are reported from c->base */
+    uint8_t *base = c->base;
     const uint8_t *draw = c->draw;
     struct mmsghdr msgs[MAX_SLOTS];
     uint8_t ctrl[MAX_SLOTS][CONTROL_BYTES] __attribute__((aligned(8)));
@@ -483,11 +481,9 @@ static int rx_round(rx_ctx *c) {
                 consumed = 1;
             }
             if (!consumed && seg_len == H && control(c, seg, seg_len)) consumed = 1;
-            int expected = 0;
             if (!consumed && seg_len >= H) {
                 int tail;
                 entry_t *e = match(entries, c->nentries, &c->cache, seg, seg_len, &tail);
-                expected = e != NULL;
                 if (e && place(e, seg, tail)) {
                     consumed = 1;
                     if (i >= last_slot) { /* the latest arrival: where the next batch likely goes on */
@@ -503,11 +499,9 @@ static int rx_round(rx_ctx *c) {
                 continue;
             }
             if (run_start < 0) {
-                run_start = (int64_t)(slot - c->base + off);
+                run_start = (int64_t)(slot - base + off);
                 run_len = 0;
             }
-            /* Only early DATA (of no expected message) may wait in the ring for another round. */
-            if (expected || seg_len < H || seg[0] != FP_VER_TYPE(DLCP_TYPE_DATA)) c->urgent = 1;
             run_len += (int64_t)seg_len;
         }
         if (run_start >= 0) emit_run(c, run_start, run_len, gso);
@@ -518,11 +512,10 @@ static int rx_round(rx_ctx *c) {
     return n;
 }
 
-/* Whether another round may run: nothing Python must see now (leftovers only
- * early DATA, with ring slots left after them), no message that may have
- * completed or whose sender said LAST, and draws for a whole batch. */
+/* Whether another round may run: nothing left for Python, no message that may
+ * have completed or whose sender said LAST, and draws for a whole batch. */
 static int may_continue(const rx_ctx *c) {
-    if (c->urgent || c->err || c->events || c->slot0 >= c->nslots) return 0;
+    if (c->nruns || c->err || c->events) return 0;
     for (Py_ssize_t i = 0; i < c->nentries; i++) {
         const entry_t *e = &c->entries[i];
         uint32_t need = e->need & ~NEED_WHOLE;
@@ -593,18 +586,12 @@ static PyObject *answered_rows(const rx_ctx *c) {
  * (a message posted while this thread waited is then placed here, not by Python).
  *
  * Rounds. The first round waits up to timeout_ms for data. While Python has
- * nothing to do (see may_continue: no entry whose `need` is met or that saw
- * LAST, the table still current, no leftover it must see now), further rounds
- * run for up to budget_us from the call's start, waiting for data within that
- * budget; so Python books the placed packets (entries' out fields, summed over
- * the rounds) once per budget or per event, not once per recvmmsg. budget_us 0:
- * one round. Leftovers that are early DATA (of no message in the table) are not
- * urgent: Python can do nothing with them before the message is posted, and a
- * post ends the call when the next data arrives (the table generation). So their
- * slots are kept and later rounds fill the slots after them, within the same
- * budget: a receiver whose senders ran ahead hands their early packets to Python
- * in one batch of runs (Assembler.stash_runs), not one call per datagram. Any
- * other leftover ends the call after its round.
+ * nothing to do (see may_continue: no leftover runs, no entry whose `need` is
+ * met or that saw LAST, the table still current), further rounds run for up
+ * to budget_us from the call's start, waiting for data within that budget;
+ * so Python books the placed packets (entries' out fields, summed over the
+ * rounds) once per budget or per event, not once per recvmmsg. budget_us 0:
+ * one round.
  *
  * Completion STOPs. After each round, an entry whose `need` carries NEED_WHOLE
  * (every packet still missing, the sender not done) and whose placed count
@@ -719,10 +706,8 @@ PyObject *rx_batch(PyObject *self, PyObject *args) {
             ready = ppoll(&pfd, 1, &ts, NULL) > 0;
         }
         if (!ready || *generation != (int64_t)table_gen) break;
-        Py_ssize_t runs_before = c.nruns;
         int got = rx_round(&c);
         n += got;
-        if (c.nruns > runs_before) c.slot0 += got; /* their slots stay Python's: the next round fills the rest */
         stop_whole(&c);
         if (got == 0 || budget_us <= 0 || !may_continue(&c)) break;
     }

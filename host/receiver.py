@@ -181,9 +181,7 @@ class Receiver(ControlPackets):
             fast.account(self.asm, got, now)
             fast.place_leftovers(self.asm, got, now)  # packets of messages posted while C received
             self._handle(got.result, now)
-            stashed, runs = self.asm.stash_runs(fast.buf, got.runs, now)  # early packets, all at once
-            self._handle(stashed, now)
-            for start, nbytes, seg in runs:
+            for start, nbytes, seg in got.runs:
                 self._handle(self.asm.ingest(fast.buf[start : start + nbytes], seg_size=seg, now=now), now)
             if got.last:
                 last = IngestResult()
