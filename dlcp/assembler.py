@@ -35,7 +35,7 @@ from dlcp.limits import Limits
 from dlcp.message import NUMPY_DTYPE, Message, MessageKey, MessageSpec, elem_ranges
 from dlcp.protocol import HEADER_FIELDS, HEADER_SIZE, INVARIANT_BYTES, VERSION, FillMode, Flag, PacketType
 from dlcp.stats import LossStats
-from dlcp.wire import HEADER_DTYPE, Header, check_headers, header_view, segment_count
+from dlcp.wire import Header, check_headers, header_view, segment_count
 
 log = logging.getLogger(__name__)
 
@@ -294,86 +294,6 @@ class Assembler:
             total = min(total, memoryview(data).nbytes)
         self._ingest_into(result, data, total, seg_size or total, now)
         return result
-
-    def stash_runs(
-        self, buf: np.ndarray, runs: list[tuple[int, int, int]], now: float = 0.0
-    ) -> tuple[IngestResult, list[tuple[int, int, int]]]:
-        """Stash the early packets among ``runs`` of ``buf`` in a few vector operations; returns the rest.
-
-        ``runs`` are ``(start, nbytes, seg_size)`` slices of one receive batch, each a datagram
-        or a GRO buffer. A run is taken whole when each of its segments is a full-size DATA
-        packet that passes the wire checks, of a known job with its token, and all of it
-        belongs to one message that is neither expected nor completed: exactly the packets
-        :meth:`ingest` would stash one run at a time (:meth:`_fast_stash`), kept here as one
-        blob per message and stretch of one segment size, in arrival order. Only runs before
-        the first one that is not of that kind are taken, so every packet is still replayed in
-        the order it arrived. Every other run is returned, in order, for :meth:`ingest` to judge
-        and count; nothing here drops a packet.
-        """
-        result = IngestResult()
-        if len(runs) < 2 or not self._jobs:
-            return result, runs
-        r = np.asarray(runs, dtype=np.int64).reshape(-1, 3)
-        start, nbytes, seg = r[:, 0], r[:, 1], r[:, 2]
-        nseg = np.where(seg >= HEADER_SIZE, nbytes // np.maximum(seg, 1), 0)
-        whole = (nseg > 0) & (nseg * seg == nbytes) & (start >= 0) & (start + nbytes <= buf.size)
-        nseg = np.where(whole, nseg, 0)
-        total = int(nseg.sum())
-        if total == 0:
-            return result, runs
-        owner = np.repeat(np.arange(len(r)), nseg)
-        first = np.cumsum(nseg) - nseg
-        seg_start = start[owner] + (np.arange(total) - first[owner]) * seg[owner]
-        raw = buf[seg_start[:, None] + np.arange(HEADER_SIZE)]
-        hdrs = raw.view(HEADER_DTYPE).reshape(total)
-        ok = (check_headers(hdrs, seg[owner]) == 0) & (hdrs["ver_type"] == _DATA_VT)
-        ok &= hdrs["length"].astype(np.int64) == seg[owner] - HEADER_SIZE
-        job_ids = hdrs["job_id"]
-        for job_id in set(job_ids[ok].tolist()):
-            job = self._jobs.get(job_id)
-            mine = job_ids == job_id
-            ok[mine] &= job is not None and hdrs["token"][mine] == job.token
-        # One message per run: every segment's invariant header bytes are its first segment's.
-        words = raw.view(">u4")[:, :_INV_WORDS]
-        ok &= (words == words[first[owner]]).all(axis=1)
-        if not ok.all():
-            whole &= np.bincount(owner, weights=~ok, minlength=len(r)) == 0
-        # Only the runs before the first one the general path must judge: a packet there (a GRO buffer's short
-        # last segment, a PROBE) must still be seen after the packets that came before it and before those after.
-        prefix = len(r) if whole.all() else int(np.argmin(whole))
-        if prefix == 0:
-            return result, runs
-        run_idx = np.arange(prefix)
-        lead = hdrs[first[run_idx]]
-        groups: dict[tuple[int, int, int, int], list[int]] = {}
-        fields = zip(*(lead[f].tolist() for f in ("job_id", "src", "msg_id", "round")), strict=True)
-        for i, group in zip(run_idx.tolist(), fields, strict=True):  # in arrival order within a message
-            groups.setdefault(group, []).append(i)
-        starts, sizes, counts, segs = start.tolist(), nbytes.tolist(), nseg.tolist(), seg.tolist()
-        taken = [False] * len(runs)
-        for (job_id, src, msg_id, rnd), members in groups.items():
-            key = MessageKey(job_id, src, msg_id, rnd)
-            if key in self._messages or key in self._completed:
-                continue  # placed, or counted late, by the general path
-            job = self._jobs[job_id]
-            self._expire_stash(job, now)
-            size = sum(sizes[i] for i in members)
-            if job.stash_bytes + size > self.limits.max_stash_bytes:
-                continue  # STASH_FULL, judged and counted by the general path
-            # One blob per stretch of one segment size, in arrival order: the replay must see a short last
-            # packet before a LAST flag that came after it, or the message would complete without it.
-            blobs = [
-                (b"".join(buf[starts[i] : starts[i] + sizes[i]].tobytes() for i in stretch), seg_size)
-                for seg_size, stretch in itertools.groupby(members, key=segs.__getitem__)
-            ]
-            packets = sum(counts[i] for i in members)
-            self._stash_blobs(job, key, blobs, size, packets, now)
-            for i in members:
-                taken[i] = True
-            result.sources.add(src)
-            self.counters.counts[DropReason.OK] += packets
-            result.accepted += packets
-        return result, [run for run, t in zip(runs, taken, strict=True) if not t]
 
     def _ingest_into(
         self,
