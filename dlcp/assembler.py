@@ -61,6 +61,8 @@ _FAST = _struct_for(
     ("ver_type", "kind", "dtype", "job_id", "src", "token", "msg_id", "round", "layer", "length", "pkt_count")
 )
 _INV_WORDS = INVARIANT_BYTES // 4
+_MAX_STASH_VERDICTS = 1024
+"""Remembered wire verdicts of early packets (:meth:`Assembler._fast_stash`); forgotten all at once beyond this."""
 _SEQ_WORD = _FIELD["seq"].offset // 4
 _OFF_WORD = _FIELD["offset"].offset // 4
 _FLAGS_WORD = _FIELD["flags"].offset // 4
@@ -120,6 +122,9 @@ class Assembler:
         self._jobs: dict[int, _Job] = {}
         self._messages: dict[MessageKey, Message] = {}
         self._completed: OrderedDict[MessageKey, None] = OrderedDict()
+        self._stash_verdicts: dict[tuple[int, int, int, int], bool] = {}
+        """:meth:`_fast_stash`'s wire verdicts by (kind, dtype, length, segment size): all that
+        :func:`check_headers` reads of a full-size DATA header, so one message's packets are judged once."""
         self.generation_cell = np.zeros(1, dtype=np.int64)
         """:attr:`generation` in memory a receive fast path can watch without the GIL."""
 
@@ -390,7 +395,7 @@ class Assembler:
         key = MessageKey(job_id, src, msg_id, rnd)
         msg = self._messages.get(key)
         if msg is None:
-            return self._fast_stash(result, buf, nbytes, seg_size, nseg, job, key, now)
+            return self._fast_stash(result, buf, nbytes, seg_size, nseg, job, key, (kind, dtype, length), now)
         spec = msg.spec
         pb = spec.packet_bytes
         if (layer, kind, dtype, pkt_count, length) != (spec.layer, spec.kind, spec.dtype, spec.pkt_count, pb):
@@ -437,6 +442,7 @@ class Assembler:
         nseg: int,
         job: _Job,
         key: MessageKey,
+        wire: tuple[int, int, int],
         now: float,
     ) -> bool:
         """Early full-size DATA packets of one message not expected yet, stashed as one blob without the general path.
@@ -444,8 +450,11 @@ class Assembler:
         The general path would decide the same: the wire checks (:func:`check_headers`)
         read only header bytes ``[0, INVARIANT_BYTES)``, which are the first
         segment's in every segment here, so one check judges them all; then
-        ``_no_message`` keeps such a batch as one blob. Returns False, having
-        changed nothing, for anything else (a bad or mixed header, a completed
+        ``_no_message`` keeps such a batch as one blob. Of those bytes the checks read
+        ``wire`` (kind, dtype, length) alone, with the segment size, so their verdict is
+        remembered: early packets arrive a datagram at a time at a paced sender's rate,
+        and the vector checks of one header cost more than the stashing. Returns False,
+        having changed nothing, for anything else (a bad or mixed header, a completed
         message's late packets, a full stash): the general path judges and counts it.
         """
         if key in self._completed or nbytes != nseg * seg_size:
@@ -453,10 +462,15 @@ class Assembler:
         self._expire_stash(job, now)
         if job.stash_bytes + nbytes > self.limits.max_stash_bytes:
             return False
-        first = header_view(buf, 1, seg_size)
-        if check_headers(first, np.array([seg_size], dtype=np.int64))[0] != 0:
-            return False
-        if int(first["length"][0]) != seg_size - HEADER_SIZE:
+        verdict = self._stash_verdicts.get((*wire, seg_size))
+        if verdict is None:
+            first = header_view(buf, 1, seg_size)
+            verdict = bool(check_headers(first, np.array([seg_size], dtype=np.int64))[0] == 0)
+            verdict = verdict and wire[2] == seg_size - HEADER_SIZE
+            if len(self._stash_verdicts) >= _MAX_STASH_VERDICTS:
+                self._stash_verdicts.clear()
+            self._stash_verdicts[(*wire, seg_size)] = verdict
+        if not verdict:
             return False
         if nseg > 1:
             words = np.ndarray((nseg, _INV_WORDS), dtype=np.uint32, buffer=buf, strides=(seg_size, 4))

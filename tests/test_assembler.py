@@ -210,6 +210,21 @@ def test_early_packets_arriving_one_by_one_are_replayed_as_one_batch(assembler: 
     np.testing.assert_array_equal(out, values)
 
 
+@pytest.mark.parametrize(("at", "reason"), [(1, DropReason.BAD_KIND), (2, DropReason.BAD_DTYPE)])
+def test_an_early_packet_is_judged_by_its_own_header(assembler: Assembler, at: int, reason: DropReason) -> None:
+    """Early packets' wire verdicts are remembered per kind of header: a bad one that arrives after good ones of
+    another message, its header otherwise the same, is still dropped and counted, not stashed."""
+    good, good_values = make_message(1000, 64, msg_id=1)
+    bad, bad_values = make_message(1000, 64, msg_id=2)
+    feed(assembler, packets(good, good_values).packets()[:3])
+    stashed = assembler.stash_bytes
+    raw = bytearray(packets(bad, bad_values).packets()[0])
+    raw[at] = 0xEE
+    assembler.ingest(bytes(raw))
+    assert assembler.counters.counts[reason] == 1
+    assert assembler.stash_bytes == stashed
+
+
 def test_stash_is_bounded() -> None:
     a = Assembler(Limits(max_stash_bytes=3 * (HEADER_SIZE + 256)))
     a.add_job(JOB, TOKEN)

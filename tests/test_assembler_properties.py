@@ -107,7 +107,8 @@ def test_fast_and_general_paths_agree(npk, epp, seed, data) -> None:
 @given(st.integers(2, 40), st.integers(1, 64), st.integers(0, 2**31), st.data())
 def test_early_batches_are_stashed_as_the_general_path_would(npk, epp, seed, data) -> None:
     """A GRO batch of a message not expected yet: the stash's shortcut (``_fast_stash``) leaves the same counters
-    and stash, and after the replay the same message state, as the general path; corrupt rows included."""
+    and stash, and after the replay the same message state, as the general path; corrupt rows included, and after
+    the shortcut judged another message's packets with the same wire fields."""
     spec, values = make_message(npk * epp, epp, seed=seed % 1000)
     start = data.draw(st.integers(0, npk - 2))
     seqs = np.arange(start, data.draw(st.integers(start + 1, npk - 1)))  # full-size packets only
@@ -119,12 +120,17 @@ def test_early_batches_are_stashed_as_the_general_path_would(npk, epp, seed, dat
         row = data.draw(st.integers(0, seqs.size - 1))
         raw[row * pb.seg_size + at] ^= 0xE0 if corrupt in ("kind", "version") else 0x5A
     completed = data.draw(st.booleans())  # a message that already completed here gets late packets instead
+    # Early packets of another message with the same wire fields first: the shortcut remembers its verdict on them.
+    warm = data.draw(st.booleans())
+    other, other_values = make_message(npk * epp, epp, msg_id=2, seed=seed % 1000 + 1)
     states = []
     for shortcut in (True, False):
         a = Assembler()
         a.add_job(JOB, TOKEN)
         if not shortcut:
             a._fast_stash = lambda *args: False  # type: ignore[method-assign]
+        if warm:
+            a.ingest(packets(other, other_values, seqs=seqs, last=False).buffer(), seg_size=pb.seg_size, now=0.5)
         out = np.zeros_like(values)
         if completed:
             done = a.expect(spec, out)
