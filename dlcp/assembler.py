@@ -145,7 +145,9 @@ class Assembler:
             del self._messages[key]
         self.generation_cell[0] += 1
 
-    def expect(self, spec: MessageSpec, buffer: np.ndarray, now: float = 0.0, accumulate: bool = False) -> Message:
+    def expect(
+        self, spec: MessageSpec, buffer: np.ndarray, now: float = 0.0, accumulate: bool = False, ahead: bool = False
+    ) -> Message:
         """Register a message and the buffer it assembles into; replays stashed early packets.
 
         For a STALE-fill message (parameters) the buffer must hold the previous
@@ -153,6 +155,10 @@ class Assembler:
         packet's elements are *added* to the buffer instead of stored (a
         reduce-on-receive: the bitmap makes every packet count exactly once, and
         a missing packet contributes nothing, which is its zero fill).
+
+        ``ahead``: posted before the call it is for, on a guess of that call's round (the host's
+        receives posted ahead); under its key the guess may meet another message (another kind,
+        layer, dtype or packet count), whose packets are then stashed as early ones, not dropped.
         """
         job = self._jobs.get(spec.key.job_id)
         if job is None:
@@ -170,6 +176,7 @@ class Assembler:
                 f" over limits.max_job_bytes = {self.limits.max_job_bytes}"
             )
         msg = Message(spec, buffer, now, accumulate)
+        msg.ahead = ahead
         self._completed.pop(spec.key, None)
         self._messages[spec.key] = msg
         self.generation_cell[0] += 1
@@ -559,10 +566,40 @@ class Assembler:
         for key, gidx in groups:
             result.sources.add(key.src)
             msg = self._messages.get(key)
+            if msg is not None and msg.ahead:
+                gidx = self._other_message(msg, buf, hdrs, gidx, codes, seg_size, now)
             if msg is None:
                 self._no_message(key, buf, hdrs, gidx, codes, seg_size, now)
                 continue
-            self._place(result, msg, buf, hdrs, gidx, codes, seg_size, now)
+            if gidx.size:
+                self._place(result, msg, buf, hdrs, gidx, codes, seg_size, now)
+
+    def _other_message(
+        self,
+        msg: Message,
+        buf: np.ndarray,
+        hdrs: np.ndarray,
+        gidx: np.ndarray,
+        codes: np.ndarray,
+        seg_size: int,
+        now: float,
+    ) -> np.ndarray:
+        """Of a message posted ahead (``expect(ahead=True)``), stash the packets that describe another message under
+        its key, for the post of that one; returns the others."""
+        spec, h = msg.spec, hdrs[gidx]
+        other = (h["kind"] != spec.kind) | (h["layer"] != spec.layer) | (h["dtype"] != spec.dtype)
+        other |= h["pkt_count"] != spec.pkt_count
+        if other.any():
+            self._no_message(spec.key, buf, hdrs, gidx[other], codes, seg_size, now)
+        return gidx[~other]
+
+    def describes(self, key: MessageKey, kind: int, dtype: int, layer: int) -> bool:
+        """Whether a probe for ``key`` with these fields is for the message expected under it; False where a
+        message posted ahead meets another (``expect(ahead=True)``): the probe is then one of an early sender."""
+        msg = self._messages.get(key)
+        if msg is None or not msg.ahead:
+            return True
+        return (msg.spec.kind, msg.spec.dtype, msg.spec.layer) == (kind, dtype, layer)
 
     def _no_message(
         self,

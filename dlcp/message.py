@@ -109,6 +109,7 @@ class Message:
 
     __slots__ = (
         "accumulate",
+        "ahead",
         "done",
         "last_progress",
         "lost_elems",
@@ -144,6 +145,9 @@ class Message:
         self.last_progress = now
         self.done = False
         self.lost_elems = 0
+        self.ahead = False
+        """Posted ahead of its call (:meth:`dlcp.assembler.Assembler.expect`): packets and probes under its key
+        that describe another message are held as early packets for the call that posts that one."""
 
     @property
     def key(self) -> MessageKey:

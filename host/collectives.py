@@ -17,6 +17,7 @@ Consistency between workers' replicas (``docs/transport.md`` §4):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -25,7 +26,7 @@ import numpy as np
 
 from dlcp.host.endpoint import Endpoint, RecvHandle
 from dlcp.host.fastpath import FastClassifier, available
-from dlcp.message import MessageKey, MessageSpec, dtype_code, elems_per_packet
+from dlcp.message import NUMPY_DTYPE, MessageKey, MessageSpec, dtype_code, elems_per_packet
 from dlcp.policy import Policy
 from dlcp.protocol import DType, MessageKind
 from dlcp.ring_shares import chunk_bounds, chunk_weights
@@ -53,6 +54,12 @@ class CollectiveStats:
     lost_elems: int = 0
     total_elems: int = 0
     by_kind: dict[str, list[int]] = field(default_factory=dict)
+    ahead_posted: int = 0
+    """Receives posted ahead of their call (:attr:`Collectives.post_ahead`) ..."""
+    ahead_adopted: int = 0
+    """... taken by the call they were posted for ..."""
+    ahead_dropped: int = 0
+    """... and forgotten because the call did not come as foreseen."""
 
     def record(self, kind: MessageKind, lost: int, total: int) -> None:
         self.lost_elems += lost
@@ -69,6 +76,33 @@ class CollectiveStats:
 def split_bounds(n: int, parts: int) -> np.ndarray:
     """Chunk boundaries ``[b0=0, b1, ..., b_parts=n]`` as even as possible."""
     return (np.arange(parts + 1) * n) // parts
+
+
+@dataclass
+class _Ahead:
+    """A reduce-on-receive posted before its call, into a buffer of its own (:attr:`Collectives.post_ahead`)."""
+
+    spec: MessageSpec
+    handle: RecvHandle
+    slot: object
+
+
+@dataclass
+class _Adopted:
+    """A call's receive that was posted ahead: once complete, its buffer is added into the call's chunk."""
+
+    handle: RecvHandle
+    into: np.ndarray
+    scratch: np.ndarray
+
+
+@dataclass
+class _Seen:
+    """The last call with a tag: its round, what it reduced on receive, and the rounds since the one before."""
+
+    round: int
+    plan: tuple[MessageSpec, ...]
+    period: int
 
 
 class Collectives:
@@ -115,6 +149,16 @@ class Collectives:
         and the next forward pass, instead of delaying the iteration (the DDP hook sets it)."""
         self._unacked: dict[object, list[Any]] = {}
         self._ring_weights: tuple[float, ...] | None = None
+        self.post_ahead = False
+        """At the end of a call, post the receives that the next call with the same ``tag`` will reduce on
+        (reduce-scatter steps, a server's pushes), for that call's round, each into a zeroed buffer of its own:
+        when this rank starts that call after its peers (it computed longer), their data is placed as it
+        arrives, instead of being held as early packets and replayed at the post. Only once a tag's calls
+        repeat (the same receives, the same number of rounds apart, twice); the call adds each buffer into its
+        chunk once complete, bit for bit the sum it would have received into (the buffers start at -0.0). A
+        receive posted ahead that its call does not take is forgotten at the next call (the DDP hook sets it)."""
+        self._ahead: dict[MessageKey, _Ahead] = {}
+        self._seen: dict[object, _Seen] = {}
 
     @property
     def ring_weights(self) -> tuple[float, ...]:
@@ -161,9 +205,70 @@ class Collectives:
     def _send(self, spec: MessageSpec, values: np.ndarray, dst: int, priority: int) -> None:
         self.ep.send(spec, values, dst, priority, self._drop_classes(spec, values))
 
-    def _wait(self, handle: RecvHandle) -> None:
-        msg = self.ep.wait(handle)
+    def _wait(self, handle: RecvHandle | _Adopted) -> None:
+        if isinstance(handle, _Adopted):
+            msg = self.ep.wait(handle.handle)
+            np.add(handle.into, handle.scratch, out=handle.into)
+        else:
+            msg = self.ep.wait(handle)
         self.stats.record(msg.spec.kind, msg.lost_elems, msg.spec.num_elems)
+
+    # -- receives posted ahead (post_ahead) -----------------------------------------
+    def _post(
+        self, spec: MessageSpec, into: np.ndarray, plan: list[MessageSpec] | None = None
+    ) -> RecvHandle | _Adopted:
+        """Post a receive; with ``plan`` (a list the call keeps) one that reduces on receive, taken over from a
+        receive posted ahead for it where there is one."""
+        ahead = self._ahead.pop(spec.key, None)
+        if plan is not None:
+            plan.append(spec)
+            if ahead is not None and ahead.spec == spec:
+                self.stats.ahead_adopted += 1
+                self.ep.renew(ahead.handle)
+                return _Adopted(ahead.handle, into, self._buffers[ahead.slot][: spec.num_elems])
+        if ahead is not None:
+            self._drop_ahead(ahead)
+        return self.ep.post_recv(spec, into, accumulate=plan is not None)
+
+    def _drop_ahead(self, ahead: _Ahead) -> None:
+        self.ep.cancel_recv(ahead.handle)
+        # The receive thread may be placing a packet into it right now: the next receive gets fresh memory.
+        self._buffers.pop(ahead.slot, None)
+        self.stats.ahead_dropped += 1
+
+    def _drop_stale_ahead(self) -> None:
+        """Forget receives posted ahead for rounds that have passed: no call will take them."""
+        for key in [k for k in self._ahead if k.round < self.round]:
+            self._drop_ahead(self._ahead.pop(key))
+
+    def _plan_ahead(self, tag: object, plan: list[MessageSpec]) -> None:
+        """After a call with ``tag`` that reduced on ``plan``'s receives: post them ahead for the next such call
+        (:attr:`post_ahead`) once the tag's calls repeat."""
+        if not plan:
+            return
+        same = tuple(dataclasses.replace(s, key=s.key._replace(round=0)) for s in plan)
+        last = self._seen.get(tag)
+        period = self.round - last.round if last is not None else 0
+        steady = last is not None and last.plan == same and last.period == period
+        self._seen[tag] = _Seen(self.round, same, period)
+        if not (self.post_ahead and steady):
+            return
+        nxt = self.round + period
+        for i, spec in enumerate(same):
+            spec = dataclasses.replace(spec, key=spec.key._replace(round=nxt))
+            dtype = NUMPY_DTYPE[spec.dtype]
+            if spec.key in self._ahead or spec.dtype == DType.BFLOAT16:  # bfloat16 travels as raw words
+                continue
+            slot = ("ahead", tag, i)
+            buf = self._scratch(slot, spec.num_elems, dtype)
+            buf.fill(-0.0)  # -0.0 + x is x bit for bit, +0.0 included; a packet that never comes adds -0.0
+            try:
+                handle = self.ep.post_recv(spec, buf, accumulate=True, ahead=True)
+            except ValueError as exc:  # over the assembler's limits (limits.max_job_bytes): posted at the call
+                log.debug("not posted ahead: %s", exc)
+                return
+            self._ahead[spec.key] = _Ahead(spec, handle, slot)
+            self.stats.ahead_posted += 1
 
     def _priority(self, layer: int, num_layers: int, priority: int | None) -> int:
         return int(self.policy.priority_of_layers(layer, num_layers)) if priority is None else priority
@@ -216,6 +321,8 @@ class Collectives:
         self.settle(tag)  # its all-gather copies are reused now
         self.round += 1
         self.stats.calls += 1
+        self._drop_stale_ahead()
+        plan: list[MessageSpec] = []
         if n_ranks > 1:
             idx = self.workers.index(self.rank)
             nxt, prv = self.workers[(idx + 1) % n_ranks], self.workers[(idx - 1) % n_ranks]
@@ -242,13 +349,13 @@ class Collectives:
 
             started: list[Any] = []
 
-            def post(phase: int, g: int, s: int, into: np.ndarray) -> RecvHandle | None:
+            def post(phase: int, g: int, s: int, into: np.ndarray) -> RecvHandle | _Adopted | None:
                 """An empty chunk (:attr:`ring_weights`) has no message: neither side sends or waits for one."""
                 if not into.size:
                     return None
-                return self.ep.post_recv(spec(prv, phase, g, s, into.size), into, accumulate=phase == 0)
+                return self._post(spec(prv, phase, g, s, into.size), into, plan if phase == 0 else None)
 
-            def wait(handle: RecvHandle | None) -> None:
+            def wait(handle: RecvHandle | _Adopted | None) -> None:
                 if handle is not None:
                     self._wait(handle)
 
@@ -284,6 +391,7 @@ class Collectives:
             for g in range(n_seg):
                 wait(ag_in[g][steps - 1])
             self._finish(started, tag)
+            self._plan_ahead(tag, plan)
         return x
 
     def _send_start(self, spec: MessageSpec, values: np.ndarray, dst: int, priority: int) -> Any:
@@ -312,6 +420,8 @@ class Collectives:
         self.settle(tag)
         self.round += 1
         self.stats.calls += 1
+        self._drop_stale_ahead()
+        plan: list[MessageSpec] = []
         prio = self._priority(layer, num_layers, priority)
         bounds = split_bounds(flat.size, len(self.servers))
         is_worker = self.rank in self.workers
@@ -321,7 +431,7 @@ class Collectives:
             previous = flat.copy()  # before any pull: a gap keeps this worker's own values
         # Post every receive before the first blocking send. A server adds each
         # worker's push straight into its aggregate (reduce-on-receive).
-        push_in: list[RecvHandle] = []
+        push_in: list[RecvHandle | _Adopted] = []
         agg = np.zeros(0, dtype=flat.dtype)
         if my_shard is not None:
             lo, hi = bounds[my_shard], bounds[my_shard + 1]
@@ -329,9 +439,9 @@ class Collectives:
             for w in self.workers:
                 if w != self.rank:
                     spec = self._spec(w, my_shard, MessageKind.PUSH, hi - lo, flat.dtype, layer)
-                    push_in.append(self.ep.post_recv(spec, agg, accumulate=True))
+                    push_in.append(self._post(spec, agg, plan))
         result = previous.copy()
-        pull_in: list[RecvHandle] = []
+        pull_in: list[RecvHandle | _Adopted] = []
         # Sends do not wait for their STOP one by one: a push's STOP and the pull it leads to are both a round
         # trip away, and a server's pulls to different workers go out side by side. Every send is collected
         # (send_wait) before its values change.
@@ -341,7 +451,7 @@ class Collectives:
                 if server != self.rank:
                     lo, hi = bounds[s], bounds[s + 1]
                     spec = self._spec(server, _PULL_ID + self.rank, MessageKind.PULL, hi - lo, flat.dtype, layer)
-                    pull_in.append(self.ep.post_recv(spec, result[lo:hi]))
+                    pull_in.append(self._post(spec, result[lo:hi]))
             for s, server in enumerate(self.servers):
                 if server != self.rank:
                     lo, hi = bounds[s], bounds[s + 1]
@@ -367,6 +477,7 @@ class Collectives:
         self._finish(pushes, tag)
         flat[:] = result
         self._last_pull[tag] = result
+        self._plan_ahead(tag, plan)
         return x
 
     # -- broadcast ------------------------------------------------------------------
@@ -376,6 +487,7 @@ class Collectives:
         self.settle()
         self.round += 1
         self.stats.calls += 1
+        self._drop_stale_ahead()
         code = dtype_code(flat.dtype)
         epp = elems_per_packet(self.ep.cfg.payload_bytes, code)
 
@@ -389,7 +501,7 @@ class Collectives:
                 if w != root:
                     self.ep.send(spec(w), flat, w, self.policy.control_class)
         else:
-            self._wait(self.ep.post_recv(spec(self.rank), flat))
+            self._wait(self._post(spec(self.rank), flat))
         return x
 
 

@@ -176,7 +176,8 @@ class ControlPackets:
         self, key: MessageKey, probe_id: int, kind: MessageKind, dtype: DType, layer: int, now: float
     ) -> None:
         """A PROBE ``probe_id`` of ``key`` (decoded here, or seen by the C path): answer, or complete."""
-        msg = self.asm.on_probe(key, now)
+        # A receive posted ahead that meets another message under its key: that one's sender is early.
+        msg = self.asm.on_probe(key, now) if self.asm.describes(key, kind, dtype, layer) else None
         spec = MessageSpec(key, kind, 0, 1, dtype, layer)
         if msg is None:
             # Completed (answer STOP again) or not expected yet (an empty BITMAP: alive, keep waiting).

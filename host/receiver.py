@@ -66,16 +66,19 @@ class Receiver(ControlPackets):
         def _timeout_error(self, peer: int, what: str, silent_s: float | None = None) -> PeerTimeoutError: ...
 
     # -- posted receives (the caller's thread) ---------------------------------
-    def post_recv(self, spec: MessageSpec, buffer: np.ndarray, accumulate: bool = False) -> RecvHandle:
+    def post_recv(
+        self, spec: MessageSpec, buffer: np.ndarray, accumulate: bool = False, ahead: bool = False
+    ) -> RecvHandle:
         """Expect a message into ``buffer`` (for STALE fill it must hold the previous values).
 
-        With ``accumulate`` the payload is added to ``buffer`` (reduce-on-receive).
+        With ``accumulate`` the payload is added to ``buffer`` (reduce-on-receive). ``ahead``: posted before its
+        call, on a guess of its round (:meth:`dlcp.assembler.Assembler.expect`).
         """
         now = time.monotonic()
         if (tl := self.timeline) is not None:
             tl.at("post", now, label(spec), spec.key.src, buffer.nbytes)
         with self._lock:
-            msg = self.asm.expect(spec, buffer, now, accumulate)
+            msg = self.asm.expect(spec, buffer, now, accumulate, ahead)
             handle = RecvHandle(msg, spec.key.src)
             probe_id = self._early_probes.pop(spec.key, None)
             if msg.done:  # completed from early packets: tell the sender now, not at its next probe
@@ -85,6 +88,22 @@ class Receiver(ControlPackets):
                 if probe_id is not None:  # its sender asked before the post: what is missing, now
                     self._send_bitmap(msg, PacketType.BITMAP, probe_id)
         return handle
+
+    def renew(self, handle: RecvHandle) -> None:
+        """A receive posted ahead of the call that waits for it (:attr:`Collectives.post_ahead`): its sender's
+        silence counts from now, not from the post, as for a receive posted now."""
+        with self._lock:
+            handle.msg.last_progress = max(handle.msg.last_progress, time.monotonic())
+
+    def cancel_recv(self, handle: RecvHandle) -> None:
+        """Forget a posted receive nobody will wait for; its buffer may still take packets the receive thread
+        is placing now (it is not reused for another receive). A completed one is left as it is."""
+        with self._lock:
+            if handle.msg.done:
+                return
+            self.asm.cancel(handle.msg.key)
+            self._handles.pop(handle.msg.key, None)
+            self._nack_cut.pop(handle.msg.key, None)
 
     def wait(self, handle: RecvHandle) -> Message:
         """Block until the message completes; raises PeerTimeoutError if its sender goes silent.

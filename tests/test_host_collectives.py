@@ -489,3 +489,95 @@ def test_a_ring_with_a_slow_hop_sends_less_over_it_and_stays_exact(transport) ->
         assert sent[0] >= 1.5 * tensor - 8, sent  # a fast hop carries what the slow one does not
     finally:
         close(eps)
+
+
+def _staggered(colls, mode, rounds, tag="bucket", lag_s=0.03, ahead=True):
+    """Each rank r starts every call r * lag_s after rank 0 (it computed longer), with receives posted ahead or not:
+    every round's result per rank."""
+
+    def rank(r):
+        colls[r].post_ahead = ahead
+        colls[r].defer_acks = True
+        out = []
+        for xs in rounds:
+            x = xs[r].copy()
+            time.sleep(lag_s * r)
+            colls[r].allreduce(x, mode=mode, tag=tag)
+            out.append(x)
+        colls[r].settle()
+        return out
+
+    return run_ranks(rank, len(colls))
+
+
+@pytest.mark.parametrize("mode", ["ring", "ps"])
+@pytest.mark.parametrize("transport", [C_PATH, NUMPY_PATH])
+def test_receives_posted_ahead_are_taken_by_their_call_and_sum_bit_for_bit(mode, transport) -> None:
+    """Ranks that start each call later than their peers find the call's reduce-on-receive data posted ahead
+    (``post_ahead``) and placed as it arrived: once the tag's calls repeat, every later call takes every such
+    receive, none is forgotten, and every rank's result is bit for bit the one without posting ahead (signed
+    zeros included: a buffer posted ahead starts at -0.0)."""
+    world, n, calls = 3, 30_001, 6
+    servers = (0, 1, 2) if mode == "ps" else (0,)
+    rounds = [inputs(world, n, seed=s) for s in range(calls)]
+    for xs in rounds:
+        for x in xs:
+            x[:50] = -0.0  # the sum of signed zeros is -0.0 only if every addend is
+            x[50:100] = 0.0
+    results = {}
+    for ahead in (False, True):
+        eps, colls = group(world, servers=servers, transport=transport)
+        try:
+            results[ahead] = _staggered(colls, mode, rounds, ahead=ahead)
+            stats = [c.stats for c in colls]
+        finally:
+            close(eps)
+    per_call = world - 1  # receives a rank reduces on in a call: ring steps, or the other workers' pushes
+    for r in range(world):
+        assert not isinstance(results[True][r], BaseException), results[True][r]
+        for k in range(calls):
+            assert results[True][r][k].tobytes() == results[False][r][k].tobytes(), (r, k)
+        # Calls 1 and 2 show the tag's pattern; calls 3..6 post ahead for 4..7, and 4..6 take theirs.
+        assert stats[r].ahead_posted == (calls - 2) * per_call, stats[r]
+        assert stats[r].ahead_adopted == (calls - 3) * per_call, stats[r]
+        assert stats[r].ahead_dropped == 0, stats[r]
+    assert np.signbit(results[True][0][0][:50]).all() and not np.signbit(results[True][0][0][50:100]).any()
+
+
+@pytest.mark.parametrize("transport", [C_PATH, NUMPY_PATH])
+def test_a_receive_posted_ahead_that_meets_another_message_holds_it_for_that_call(transport) -> None:
+    """A call that did not come as foreseen: after steady calls of one tag, the ranks call another tag with another
+    size and layer, so that its reduce-scatter messages carry the keys posted ahead for the first tag. The late
+    rank's receives posted ahead hold those packets as early ones (nothing counted as malformed), the call forgets
+    them and posts its own, and every sum is exact."""
+    world, n, other = 2, 20_000, 7_001
+    eps, colls = group(world, transport=transport)
+    try:
+        steady = [inputs(world, n, seed=s) for s in range(3)]
+        odd = inputs(world, other, seed=9)
+
+        def rank(r):
+            colls[r].post_ahead = True
+            out = []
+            for xs in steady:
+                x = xs[r].copy()
+                colls[r].allreduce(x, mode="ring", tag="a", layer=0, num_layers=2)
+                out.append(x)
+            x = odd[r].copy()
+            time.sleep(0.3 * r)  # rank 1 starts late: rank 0's packets meet rank 1's receives posted ahead
+            colls[r].allreduce(x, mode="ring", tag="b", layer=1, num_layers=2)
+            out.append(x)
+            return out
+
+        results = run_ranks(rank, world)
+        for r in range(world):
+            assert not isinstance(results[r], BaseException), results[r]
+            for k, xs in enumerate(steady):
+                np.testing.assert_allclose(results[r][k], xs[0] + xs[1], rtol=1e-6)
+            np.testing.assert_allclose(results[r][-1], odd[0] + odd[1], rtol=1e-6)
+        assert colls[1].stats.ahead_dropped >= 1, colls[1].stats
+        bad = [DropReason.BAD_KIND, DropReason.BAD_COUNT, DropReason.BAD_LENGTH, DropReason.BAD_DTYPE]
+        for ep in eps:
+            assert all(ep.asm.counters.counts[b] == 0 for b in bad), ep.asm.counters.counts
+    finally:
+        close(eps)

@@ -70,7 +70,8 @@ def _write_run(folder: Path, *, rate_bps: int = 100_000_000) -> None:
                 events.append(["pass", t + 0.1 - 0.001, f"reduce_scatter/{i}/0/1", 0.05])
                 events.append(["retx", t + 0.099, f"reduce_scatter/{i}/0/1", 3])
             events.append(["wait", t + 0.01, f"reduce_scatter/{i}/0/{1 - rank}", t + 0.03])
-        ranks.append({"rank": rank, "timeline": {"events": events, "dropped": 0}})
+        ranks.append({"rank": rank, "timeline": {"events": events, "dropped": 0},
+                      "posted_ahead": {"posted": 3, "taken": 2, "forgotten": 1}})  # fmt: skip
         (folder / f"rank{rank}.json").write_text(json.dumps(ranks[-1]))
     (folder / "run.json").write_text(json.dumps({
         "job": 3, "ranks": [{"rank": 0, "host": "h1", "ip": "10.0.0.1"}, {"rank": 1, "host": "h2", "ip": "10.0.0.2"}],
@@ -103,6 +104,7 @@ def test_explain_reports_the_bottleneck_senders_wire_time_idle_link_and_drops(tm
     assert "rank 1's data on the wire" in report["verdict"] and "before its first send" in report["verdict"]
     text = explain.render([report])
     assert "rank 1 (h2, 100 Mbit/s): sends 1.00 MB = 80.0 ms" in text
+    assert "receives posted ahead 3, taken 2, forgotten 1" in text
 
 
 def test_explain_refuses_a_folder_without_runs_or_timelines(tmp_path: Path) -> None:

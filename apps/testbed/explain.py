@@ -10,7 +10,7 @@ run this reads them and reports, per iteration (medians over the measured iterat
   what it sent per iteration and how long that takes at its rate, how long its first passes lasted and
   slept in the pacer, how long its link stood idle and where (before its first send of the iteration,
   between messages, after its last), the time its threads waited for data from upstream, probes and
-  retransmitted packets;
+  retransmitted packets, and its receives posted ahead of their call (taken by it, or forgotten);
 * CPU: each rank's per iteration, the switches', and how busy the whole machine was;
 * the switches: per port and priority class, packets sent, dropped (by reason) and trimmed.
 
@@ -199,6 +199,7 @@ def explain_run(folder: Path) -> dict[str, Any]:
         ip = ips[rank] if rank < len(ips) else ""
         s = _sender(events, its[rank], rates.get(ip))
         s.update(rank=rank, host=hosts[rank] if rank < len(hosts) else "", rate_bps=rates.get(ip))
+        s["posted_ahead"] = doc.get("posted_ahead")
         senders.append(s)
     report["senders"] = senders
     report["verdict"] = _verdict(report)
@@ -231,6 +232,13 @@ def explain(folder: Path) -> list[dict[str, Any]]:
     return [explain_run(f) for f in find_runs(folder)]
 
 
+def _ahead_text(ahead: dict[str, int] | None) -> str:
+    """The run's receives posted ahead of their call (``Collectives.post_ahead``), where the rank reported them."""
+    if not ahead or not ahead.get("posted"):
+        return ""
+    return f"; receives posted ahead {ahead['posted']}, taken {ahead['taken']}, forgotten {ahead['forgotten']}"
+
+
 def render(reports: list[dict[str, Any]]) -> str:
     lines: list[str] = []
     for r in reports:
@@ -256,7 +264,7 @@ def render(reports: list[dict[str, Any]]) -> str:
                 f"at its rate; passes {s['passes'] * 1e3:.1f} ms (pacer slept {s['slept'] * 1e3:.1f}); link idle: "
                 f"before the first send {s['lead'] * 1e3:.1f}, between {s['gaps'] * 1e3:.1f}, after the last "
                 f"{s['tail'] * 1e3:.1f}; waiting for data {s['wait'] * 1e3:.1f} ms; {s['probes']:.0f} probes, "
-                f"{s['retx']:.0f} packets retransmitted"
+                f"{s['retx']:.0f} packets retransmitted{_ahead_text(s.get('posted_ahead'))}"
             )
         for row in r["switches"]:
             if row["dropped"] or row["trimmed"]:

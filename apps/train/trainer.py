@@ -380,6 +380,9 @@ def _rank_main(
     out["dlcp_sent"] = dlcp_sent
     if state is not None and session is not None:
         out["loss"] = state.loss_stats()
+        stats = state.collectives.stats
+        out["posted_ahead"] = {"posted": stats.ahead_posted, "taken": stats.ahead_adopted,
+                               "forgotten": stats.ahead_dropped}  # fmt: skip
         state.close()
         session.close()
     dist.destroy_process_group()

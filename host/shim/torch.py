@@ -185,6 +185,8 @@ class DLCPState:
         self.collectives: Collectives = session.collectives
         # A bucket's last acknowledgements arrive during the next bucket's exchange (Collectives.defer_acks).
         self.collectives.defer_acks = True
+        # A rank that computed longer than its peers finds the next bucket's reduce-scatter data already placed.
+        self.collectives.post_ahead = True
         self.error: BaseException | None = None
         """The first exception a bucket's exchange raised (a :class:`dlcp.host.errors.PeerTimeoutError` when a peer
         went silent): DDP re-raises it in ``backward`` only as a ``RuntimeError`` that quotes it."""
