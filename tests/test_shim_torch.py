@@ -108,6 +108,9 @@ def test_ddp_ring_matches_gloo_and_keeps_replicas_identical() -> None:
     assert dlcp["replicas_identical"] and gloo["replicas_identical"]
     assert abs(dlcp["test_accuracy"] - gloo["test_accuracy"]) <= 0.005
     assert dlcp["loss_fraction"] == 0.0
+    # Every bucket's reduce-scatter receives after the first iterations were posted ahead of their call (the DDP
+    # hook's post_ahead), and the sums stayed exact and identical.
+    assert dlcp["posted_ahead"]["taken"] > 0 and dlcp["posted_ahead"]["forgotten"] == 0, dlcp["posted_ahead"]
 
 
 @pytest.mark.slow
@@ -137,6 +140,7 @@ def test_ddp_under_bounded_loss_keeps_accuracy() -> None:
     lossy = run(TrainConfig(backend="dlcp", mode="ring", loss_bound=0.01, inject_loss=0.01, **SMALL))
     assert 0.0 < lossy["loss_fraction"] <= 0.01, "loss was accepted, within the bound"
     assert lossy["loss_fraction_by_kind"]["all_gather"] == 0.0
+    assert lossy["posted_ahead"]["taken"] > 0, lossy["posted_ahead"]
     assert lossy["replicas_identical"]
     assert abs(lossy["test_accuracy"] - lossless["test_accuracy"]) <= 0.005
     assert set(lossy["sender_loss_by_drop_class"]) >= {"0", "1"}

@@ -476,6 +476,8 @@ def summarize(cfg: TrainConfig, per_rank: list[dict[str, Any]]) -> dict[str, Any
         ),
         "loss_fraction": float(np.mean([r["loss"]["loss_fraction"] for r in per_rank])) if "loss" in first else 0.0,
     }
+    if "posted_ahead" in first:  # DLCP's receives posted ahead of their call, summed over the ranks
+        result["posted_ahead"] = {k: sum(r["posted_ahead"][k] for r in per_rank) for k in first["posted_ahead"]}
     if "gc_frozen" in first:
         result["gc_frozen_objects"] = int(min(r["gc_frozen"] for r in per_rank))
     result.update(_front_waits(per_rank, n, skipped))
