@@ -459,13 +459,14 @@ class DataPlane:
             if mid in seen:
                 raise BackendError(f"{what}: member {mid} given twice")
             seen.add(mid)
-        ordered = sorted(group.members, key=lambda mw: self._member_order[mw[0]])
-        slots = [self._member_slot[mid] for mid, weight in ordered for _ in range(weight)]
-        if len(slots) > _c.MAX_GROUP_SLOTS:
+        # Checked before the slots are laid out: one member of weight 2**31 - 1 would otherwise take gigabytes.
+        total = sum(weight for _, weight in group.members)
+        if total > _c.MAX_GROUP_SLOTS:
             raise BackendError(
-                f"{what}: weights add up to {len(slots)}, at most {_c.MAX_GROUP_SLOTS}", resource_exhausted=True
+                f"{what}: weights add up to {total}, at most {_c.MAX_GROUP_SLOTS}", resource_exhausted=True
             )
-        return slots
+        ordered = sorted(group.members, key=lambda mw: self._member_order[mw[0]])
+        return [self._member_slot[mid] for mid, weight in ordered for _ in range(weight)]
 
     def read_counter(self, counter: str, index: int) -> tuple[int, int]:
         which = self._counter(counter, index)

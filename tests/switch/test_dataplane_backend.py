@@ -82,6 +82,22 @@ def test_a_full_table_is_resource_exhausted() -> None:
     d.write_entry(Op.INSERT, lpm(0x0B000000, 24, 1))
 
 
+def test_a_group_whose_weights_overflow_its_slots_is_refused_before_they_are_laid_out(dp: DataPlane) -> None:
+    """A member of weight 2**31 - 1 (a fuzzed P4Runtime write) is RESOURCE_EXHAUSTED at once: the slots are not
+    laid out to be counted (that took the server 16 GB), and the group keeps its members."""
+    import resource
+    import time
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t = time.monotonic()
+    with pytest.raises(BackendError, match="weights add up to 2147483647") as info:
+        dp.write_group(Op.MODIFY, ProfileGroup(names.ECMP_SELECTOR, 1, ((102, 0x7FFFFFFF),)))
+    assert info.value.resource_exhausted
+    assert time.monotonic() - t < 5.0
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000, "kB: nothing the size of the sum"
+    assert out(dp, udp_frame(dst="10.2.0.9")) == 2, "the group still forwards over its one member"
+
+
 def test_default_actions(dp: DataPlane) -> None:
     f = udp_frame(dst="192.168.0.1")
     assert out(dp, f) == "no_route"
