@@ -260,6 +260,8 @@ class Collectives:
             if spec.key in self._ahead or spec.dtype == DType.BFLOAT16:  # bfloat16 travels as raw words
                 continue
             slot = ("ahead", tag, i)
+            for key in [k for k, a in self._ahead.items() if a.slot == slot]:  # an older guess still on it
+                self._drop_ahead(self._ahead.pop(key))
             buf = self._scratch(slot, spec.num_elems, dtype)
             buf.fill(-0.0)  # -0.0 + x is x bit for bit, +0.0 included; a packet that never comes adds -0.0
             try:
