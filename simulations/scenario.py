@@ -164,6 +164,10 @@ class TcpSpec:
     """auto: NewReno on drop-tail FIFOs (the tcp baseline), DCTCP wherever switches mark ECN."""
     min_rto_us: float = 1000.0
     buffer_bytes: int = 4 << 20
+    stack: Literal["lean", "ns3"] = "lean"
+    """lean: the dctcp and tcp baselines' TCP on the port model is the lean TCP (simulations/cpp/lean_tcp.h:
+    ns-3's TCP rules without its sockets and the hosts' IP stacks; tests/test_sim_lean_tcp.py compares the
+    two); ns3: ns-3's TCP sockets everywhere (always with ``ports = "ns3"`` and under DLCP's runs)."""
 
 
 @dataclass(frozen=True)

@@ -331,6 +331,35 @@ SimulationImpl::InstallHosts()
 {
     // Hosts: a DLCP endpoint each, and a count of what IPv4 delivers to them.
     hosts.resize(node_of_host.size());
+    host_outputs.resize(node_of_host.size());
+    TcpMessages::Completed completed = [this](uint32_t msg) {
+        records[msg].end = Simulator::Now().GetSeconds();
+        auto it = tcp_waiting.find(msg);
+        if (it != tcp_waiting.end())
+        {
+            std::function<void()> cb = std::move(it->second);
+            tcp_waiting.erase(it);
+            cb();
+        }
+    };
+    if (port_model && tcp_stack == "lean")
+    {
+        LeanTcpParams params;
+        params.dctcp = tcp_variant == "dctcp";
+        params.segment = tcp_segment;
+        params.min_rto_s = tcp_min_rto;
+        params.buffer = tcp_buffer;
+        std::vector<uint32_t> addresses;
+        for (const Ipv4Address& a : host_address)
+        {
+            addresses.push_back(a.Get());
+        }
+        auto lean = std::make_unique<LeanTcp>(
+            params, std::move(addresses), [this](uint32_t h, Frame&& f) { host_outputs[h]->Send(std::move(f)); },
+            completed);
+        lean_tcp = lean.get();
+        tcp = std::move(lean);
+    }
     for (uint32_t h = 0; h < node_of_host.size(); ++h)
     {
         Ptr<Node> node = nodes.Get(node_of_host[h]);
@@ -352,21 +381,15 @@ SimulationImpl::InstallHosts()
             ConnectHostPorts(h, node, ip);
         }
     }
-    std::vector<Ptr<Node>> host_nodes;
-    for (uint32_t node : node_of_host)
+    if (lean_tcp == nullptr)
     {
-        host_nodes.push_back(nodes.Get(node));
-    }
-    tcp = std::make_unique<TcpChannels>(std::move(host_nodes), host_address, [this](uint32_t msg) {
-        records[msg].end = Simulator::Now().GetSeconds();
-        auto it = tcp_waiting.find(msg);
-        if (it != tcp_waiting.end())
+        std::vector<Ptr<Node>> host_nodes;
+        for (uint32_t node : node_of_host)
         {
-            std::function<void()> cb = std::move(it->second);
-            tcp_waiting.erase(it);
-            cb();
+            host_nodes.push_back(nodes.Get(node));
         }
-    });
+        tcp = std::make_unique<TcpChannels>(std::move(host_nodes), host_address, std::move(completed));
+    }
 }
 
 } // namespace dlcpsim
