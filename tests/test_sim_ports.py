@@ -37,6 +37,7 @@ PS = {
     "iterations": 3,
     "tag": "job",
 }
+NS3_TCP = {"stack": "ns3"}
 
 
 def table(**kw: Any) -> dict[str, Any]:
@@ -79,11 +80,15 @@ SCENARIOS = {
     "tcp_background": table(workload=[INCAST, BACKGROUND]),
     # The TCP baselines: DCTCP on RED/ECN switch queues (marks drawn from each port's random stream), NewReno
     # on drop-tail FIFOs small enough to overflow, and a DCTCP parameter server (connections used both ways).
-    "dctcp": table(baseline="dctcp", workload=[INCAST, BACKGROUND]),
-    "tcp": table(baseline="tcp", switch={"buffer_packets": 64}, workload=[INCAST, BACKGROUND]),
-    "dctcp_ps": table(baseline="dctcp", workload=[PS]),
+    # On ns-3's TCP sockets both ways, so that the ports alone differ (the lean TCP against those sockets:
+    # tests/test_sim_lean_tcp.py).
+    "dctcp": table(baseline="dctcp", tcp=NS3_TCP, workload=[INCAST, BACKGROUND]),
+    "tcp": table(baseline="tcp", tcp=NS3_TCP, switch={"buffer_packets": 64}, workload=[INCAST, BACKGROUND]),
+    "dctcp_ps": table(baseline="dctcp", tcp=NS3_TCP, workload=[PS]),
     # K = 2: most arrivals in RED's random band (K to 2K + 2), so most marks are drawn.
-    "dctcp_low_k": table(baseline="dctcp", switch={"ecn_threshold_packets": 2}, workload=[INCAST, BACKGROUND]),
+    "dctcp_low_k": table(
+        baseline="dctcp", tcp=NS3_TCP, switch={"ecn_threshold_packets": 2}, workload=[INCAST, BACKGROUND]
+    ),
 }
 
 

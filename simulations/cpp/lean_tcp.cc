@@ -131,6 +131,7 @@ struct LeanTcp::End
     uint64_t highest_sack = 0; // start of the highest SACKed item
     uint64_t delivered = 0;
     uint32_t cwnd = 0, ssthresh = UINT32_MAX;
+    uint64_t rwnd = 65535; // the peer's window: a SYN's, unscaled, until its first scaled one
     Cong cong = Cong::OPEN;
     uint32_t dupacks = 0;
     uint64_t recover = 0;
@@ -287,6 +288,18 @@ struct LeanTcp::Machine
         }
         e.timer_armed = false;
         RetxTimeout(e);
+    }
+
+    /** What TcpSocketBase::AdvertisedWindowSize gives for an empty buffer: the buffer, in units of its window
+     *  scale. */
+    uint64_t ScaledWindow() const
+    {
+        uint32_t shift = 0;
+        while (shift < 14 && (uint64_t{p.buffer} >> shift) > 65535)
+        {
+            ++shift;
+        }
+        return std::min<uint64_t>(uint64_t{p.buffer} >> shift, 65535) << shift;
     }
 
     Time RtoFromEstimate(const End& e) const
@@ -555,10 +568,10 @@ struct LeanTcp::Machine
         uint64_t sent_end = e.una + e.sent_bytes;
         if (e.out.appended > sent_end)
         {
-            if (e.sent_bytes < p.buffer)
+            if (e.sent_bytes < e.rwnd)
             {
                 seq = sent_end;
-                limit = std::min<uint64_t>(p.segment, p.buffer - e.sent_bytes);
+                limit = std::min<uint64_t>(p.segment, e.rwnd - e.sent_bytes);
                 return true;
             }
             return false;
@@ -582,7 +595,7 @@ struct LeanTcp::Machine
 
     uint64_t AvailableWindow(const End& e) const
     {
-        uint64_t win = std::min<uint64_t>(p.buffer, e.cwnd);
+        uint64_t win = std::min<uint64_t>(e.rwnd, e.cwnd);
         uint64_t inflight = e.BytesInFlight();
         return inflight > win ? 0 : win - inflight;
     }
@@ -868,7 +881,7 @@ struct LeanTcp::Machine
     void DoRetransmit(End& e)
     {
         uint64_t seq = 0, limit = 0;
-        if (!NextSeg(e, seq, limit, false) || seq >= e.una + e.sent_bytes)
+        if (!NextSeg(e, seq, limit, false))
         {
             seq = e.una;
             limit = p.segment;
@@ -1210,6 +1223,9 @@ struct LeanTcp::Machine
             }
             return;
         }
+        // Past the handshake every segment carries the scaled window: the receive buffer (the application reads
+        // at once; what it holds out of order is not subtracted).
+        e.rwnd = ScaledWindow();
         if (!e.established)
         {
             // The handshake's last ACK (or data carrying it) at the end that accepted.
