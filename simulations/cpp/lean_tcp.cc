@@ -35,7 +35,6 @@ constexpr uint32_t SACK_LIST_KEPT = 4;       // TcpRxBuffer keeps 4
 constexpr double DCTCP_G = 0.0625;          // TcpDctcp's DctcpShiftG
 constexpr int64_t CLOCK_GRANULARITY_NS = 1000; // ClockGranularity, as the baselines set it
 constexpr uint32_t TCP_HEADER = 20;
-constexpr uint32_t IPV4_HEADER = 20;
 
 /** Bytes of TCP options, padded to 4: the timestamp (10) on every segment, and on a SYN window
  *  scale (3) and SACK permitted (2), or on an ACK `sacks` SACK blocks (2 + 8 each). */

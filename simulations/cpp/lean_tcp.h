@@ -1,6 +1,6 @@
-// A lean TCP for the TCP baselines on DLCP's port model: ns-3's TcpSocketBase as the baselines
-// configure it (simulation_impl.cc's ConfigureDefaults: NewReno or DCTCP, SACK, timestamps,
-// PRR recovery, limited transmit, an ACK per segment, ns-3's RTO rules), without an IP stack,
+// A lean TCP for the TCP baselines on DLCP's port model: ns-3's TcpSocketBase with its defaults and
+// the settings the baselines give it (build.cc, ConfigureDefaults: NewReno or DCTCP, SACK, timestamps,
+// PRR recovery, an ACK per segment, ns-3's RTO rules), without an IP stack,
 // sockets, ns-3 packets or TCP headers: a segment is a Frame whose head carries the fields a
 // TCP header would (lean_tcp.cc), handed to the host's port directly and taken from it directly.
 // The same persistent connections and messages as TcpChannels (tcp_channels.h): one connection
