@@ -28,6 +28,9 @@ A scenario describes one simulation::
     congestion_action = "drop"   # drop | trim
     drop_thresholds = [32, 16, 8]  # drop classes 1..3
 
+    [tcp]                      # TCP messages: variant (auto | newreno | dctcp), min_rto_us, buffer_bytes,
+    stack = "lean"             # lean (the TCP baselines on the port model) | ns3 (ns-3's sockets everywhere)
+
     [rate]                     # overrides of the rate rule's numbers (dlcp/rate_control.py): min_bps, increase_bps,
                                # decrease_above (0: the rule's own)
 
