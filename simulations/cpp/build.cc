@@ -76,10 +76,10 @@ SimulationImpl::ConfigureDefaults()
     Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(tcp_segment));
     Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(tcp_buffer));
     Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(tcp_buffer));
-    Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(10));
-    Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(1));
+    Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(TCP_INITIAL_CWND));
+    Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(TCP_DELACK_COUNT));
     Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(Seconds(tcp_min_rto)));
-    Config::SetDefault("ns3::TcpSocketBase::ClockGranularity", TimeValue(MicroSeconds(1)));
+    Config::SetDefault("ns3::TcpSocketBase::ClockGranularity", TimeValue(NanoSeconds(TCP_CLOCK_GRANULARITY_NS)));
     if (tcp_variant == "dctcp")
     {
         Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue("On"));

@@ -33,8 +33,8 @@ constexpr uint32_t MAX_SACK_BLOCKS_SENT = 3; // what fits beside the timestamp i
 constexpr uint32_t SACK_BLOCKS_CARRIED = 2;  // what the frame's head carries (the third only sizes the ACK)
 constexpr uint32_t SACK_LIST_KEPT = 4;       // TcpRxBuffer keeps 4
 constexpr double DCTCP_G = 0.0625;          // TcpDctcp's DctcpShiftG
-constexpr int64_t CLOCK_GRANULARITY_NS = 1000; // ClockGranularity, as the baselines set it
 constexpr uint32_t TCP_HEADER = 20;
+static_assert(TCP_DELACK_COUNT == 1, "the lean TCP acknowledges every segment at once");
 
 /** Bytes of TCP options, padded to 4: the timestamp (10) on every segment, and on a SYN window
  *  scale (3) and SACK permitted (2), or on an ACK `sacks` SACK blocks (2 + 8 each). */
@@ -68,11 +68,12 @@ Unwrap(uint32_t v, uint64_t ref)
     return ref + static_cast<int64_t>(static_cast<int32_t>(v - static_cast<uint32_t>(ref)));
 }
 
-/** TcpOptionTS::NowToTsValue: milliseconds. */
+/** TcpOptionTS::NowToTsValue: milliseconds (in time steps: Time::GetMilliSeconds divides in 128 bits). */
 uint32_t
 NowTs()
 {
-    return static_cast<uint32_t>(Simulator::Now().GetMilliSeconds());
+    static const int64_t steps_per_ms = MilliSeconds(1).GetTimeStep();
+    return static_cast<uint32_t>(Simulator::Now().GetTimeStep() / steps_per_ms);
 }
 
 } // namespace
@@ -181,6 +182,7 @@ struct LeanTcp::Machine
 {
     Machine(const LeanTcpParams& params, std::vector<uint32_t> addresses, Output output, Completed completed)
         : p(params),
+          min_rto(Seconds(params.min_rto_s)),
           addresses(std::move(addresses)),
           output(std::move(output)),
           completed(std::move(completed))
@@ -188,6 +190,7 @@ struct LeanTcp::Machine
     }
 
     LeanTcpParams p;
+    Time min_rto;
     std::vector<uint32_t> addresses;
     Output output;
     Completed completed;
@@ -303,8 +306,8 @@ struct LeanTcp::Machine
 
     Time RtoFromEstimate(const End& e) const
     {
-        int64_t ns = e.srtt + std::max<int64_t>(CLOCK_GRANULARITY_NS, 4 * e.rttvar);
-        return std::max(NanoSeconds(ns), Seconds(p.min_rto_s));
+        int64_t ns = e.srtt + std::max<int64_t>(TCP_CLOCK_GRANULARITY_NS, 4 * e.rttvar);
+        return std::max(NanoSeconds(ns), min_rto);
     }
 
     /** RttMeanDeviation::Measurement (alpha 1/8, beta 1/4: its integer update). */

@@ -32,7 +32,7 @@ struct LeanTcpParams
     uint32_t segment = 1448;     // SegmentSize: payload bytes per segment
     double min_rto_s = 1e-3;     // MinRto
     uint32_t buffer = 4 << 20;   // SndBufSize and RcvBufSize: the most bytes in flight
-    uint32_t initial_cwnd = 10;  // InitialCwnd, segments
+    uint32_t initial_cwnd = TCP_INITIAL_CWND; // InitialCwnd, segments
 };
 
 class LeanTcp : public TcpMessages

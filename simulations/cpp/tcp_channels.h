@@ -26,6 +26,13 @@ namespace dlcpsim
 /** The first TCP port of the message listeners; a workload tag's listeners use this plus the tag. */
 static constexpr uint16_t TCP_MESSAGE_PORT_BASE = 10000;
 
+// The TCP settings every run gives ns-3's sockets beside the scenario's (build.cc's ConfigureDefaults),
+// and the lean TCP follows: the initial window (segments), an ACK for every segment, and the clock
+// granularity in the RTO.
+static constexpr uint32_t TCP_INITIAL_CWND = 10;
+static constexpr uint32_t TCP_DELACK_COUNT = 1;
+static constexpr int64_t TCP_CLOCK_GRANULARITY_NS = 1000;
+
 /** TCP messages over persistent connections: on ns-3's sockets (TcpChannels) or on the lean TCP (lean_tcp.h). */
 class TcpMessages
 {
