@@ -40,6 +40,7 @@ UNITS = (
     "routing.cc",
     "transport.cc",
     "tcp_channels.cc",
+    "lean_tcp.cc",
     "jobs.cc",
     "host_ports.cc",
     "messages.cc",

@@ -28,6 +28,9 @@ A scenario describes one simulation::
     congestion_action = "drop"   # drop | trim
     drop_thresholds = [32, 16, 8]  # drop classes 1..3
 
+    [tcp]                      # TCP messages: variant (auto | newreno | dctcp), min_rto_us, buffer_bytes,
+    stack = "lean"             # lean (the TCP baselines on the port model) | ns3 (ns-3's sockets everywhere)
+
     [rate]                     # overrides of the rate rule's numbers (dlcp/rate_control.py): min_bps, increase_bps,
                                # decrease_above (0: the rule's own)
 
@@ -164,6 +167,10 @@ class TcpSpec:
     """auto: NewReno on drop-tail FIFOs (the tcp baseline), DCTCP wherever switches mark ECN."""
     min_rto_us: float = 1000.0
     buffer_bytes: int = 4 << 20
+    stack: Literal["lean", "ns3"] = "lean"
+    """lean: the dctcp and tcp baselines' TCP on the port model is the lean TCP (simulations/cpp/lean_tcp.h:
+    ns-3's TCP rules without its sockets and the hosts' IP stacks; tests/test_sim_lean_tcp.py compares the
+    two); ns3: ns-3's TCP sockets everywhere (always with ``ports = "ns3"`` and under DLCP's runs)."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 import pytest
-from sim_support import needs_ns3
+from sim_support import SMALL_PS, needs_ns3
 
 from dlcp.simulations import runner, scenario
 
@@ -28,15 +28,7 @@ INCAST = {"type": "incast", "senders": 8, "bytes": 400_000, "rounds": 2, "gap_us
 FRONT = {"type": "incast", "senders": 6, "receiver": 15, "bytes": 300_000, "layer": 0, "num_layers": 6, "tag": "front"}
 BACK = dict(FRONT, layer=5, tag="back")
 BACKGROUND = {"type": "background", "load": 0.3, "duration_us": 2000, "max_flow_bytes": 500_000}
-PS = {
-    "type": "ps",
-    "workers": 4,
-    "servers": 2,
-    "layer_bytes": [400_000, 200_000, 800_000],
-    "compute_us": 300,
-    "iterations": 3,
-    "tag": "job",
-}
+NS3_TCP = {"stack": "ns3"}
 
 
 def table(**kw: Any) -> dict[str, Any]:
@@ -79,11 +71,15 @@ SCENARIOS = {
     "tcp_background": table(workload=[INCAST, BACKGROUND]),
     # The TCP baselines: DCTCP on RED/ECN switch queues (marks drawn from each port's random stream), NewReno
     # on drop-tail FIFOs small enough to overflow, and a DCTCP parameter server (connections used both ways).
-    "dctcp": table(baseline="dctcp", workload=[INCAST, BACKGROUND]),
-    "tcp": table(baseline="tcp", switch={"buffer_packets": 64}, workload=[INCAST, BACKGROUND]),
-    "dctcp_ps": table(baseline="dctcp", workload=[PS]),
+    # On ns-3's TCP sockets both ways, so that the ports alone differ (the lean TCP against those sockets:
+    # tests/test_sim_lean_tcp.py).
+    "dctcp": table(baseline="dctcp", tcp=NS3_TCP, workload=[INCAST, BACKGROUND]),
+    "tcp": table(baseline="tcp", tcp=NS3_TCP, switch={"buffer_packets": 64}, workload=[INCAST, BACKGROUND]),
+    "dctcp_ps": table(baseline="dctcp", tcp=NS3_TCP, workload=[SMALL_PS]),
     # K = 2: most arrivals in RED's random band (K to 2K + 2), so most marks are drawn.
-    "dctcp_low_k": table(baseline="dctcp", switch={"ecn_threshold_packets": 2}, workload=[INCAST, BACKGROUND]),
+    "dctcp_low_k": table(
+        baseline="dctcp", tcp=NS3_TCP, switch={"ecn_threshold_packets": 2}, workload=[INCAST, BACKGROUND]
+    ),
 }
 
 

@@ -101,6 +101,11 @@ class Simulation
     ActiveShares& Shares();
     /** TCP for TCP messages: "newreno" or "dctcp"; minimum RTO; segment size; socket buffers. */
     void SetTcp(const std::string& variant, double min_rto_s, uint32_t segment_bytes, uint32_t buffer_bytes);
+    /** TCP messages on "lean" (the lean TCP, lean_tcp.h, where the port model runs; ns-3's sockets elsewhere) or
+     *  "ns3" (ns-3's sockets and the hosts' IP stacks everywhere). */
+    void SetTcpStack(const std::string& kind);
+    /** After Build: whether this run's TCP messages use the lean TCP. */
+    bool UsesLeanTcp() const;
     // The switch's DLCP tables (the controller's entries), applied to every DLCP queue disc.
     void AddDlcpPort(uint16_t port);
     void AddClassRule(int32_t rule_priority, const std::vector<uint32_t>& value_mask, uint8_t action, uint32_t queue);

@@ -76,10 +76,10 @@ SimulationImpl::ConfigureDefaults()
     Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(tcp_segment));
     Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(tcp_buffer));
     Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(tcp_buffer));
-    Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(10));
-    Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(1));
+    Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(TCP_INITIAL_CWND));
+    Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(TCP_DELACK_COUNT));
     Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(Seconds(tcp_min_rto)));
-    Config::SetDefault("ns3::TcpSocketBase::ClockGranularity", TimeValue(MicroSeconds(1)));
+    Config::SetDefault("ns3::TcpSocketBase::ClockGranularity", TimeValue(NanoSeconds(TCP_CLOCK_GRANULARITY_NS)));
     if (tcp_variant == "dctcp")
     {
         Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue("On"));
@@ -331,6 +331,35 @@ SimulationImpl::InstallHosts()
 {
     // Hosts: a DLCP endpoint each, and a count of what IPv4 delivers to them.
     hosts.resize(node_of_host.size());
+    host_outputs.resize(node_of_host.size());
+    TcpMessages::Completed completed = [this](uint32_t msg) {
+        records[msg].end = Simulator::Now().GetSeconds();
+        auto it = tcp_waiting.find(msg);
+        if (it != tcp_waiting.end())
+        {
+            std::function<void()> cb = std::move(it->second);
+            tcp_waiting.erase(it);
+            cb();
+        }
+    };
+    if (port_model && tcp_stack == "lean")
+    {
+        LeanTcpParams params;
+        params.dctcp = tcp_variant == "dctcp";
+        params.segment = tcp_segment;
+        params.min_rto_s = tcp_min_rto;
+        params.buffer = tcp_buffer;
+        std::vector<uint32_t> addresses;
+        for (const Ipv4Address& a : host_address)
+        {
+            addresses.push_back(a.Get());
+        }
+        auto lean = std::make_unique<LeanTcp>(
+            params, std::move(addresses), [this](uint32_t h, Frame&& f) { host_outputs[h]->Send(std::move(f)); },
+            completed);
+        lean_tcp = lean.get();
+        tcp = std::move(lean);
+    }
     for (uint32_t h = 0; h < node_of_host.size(); ++h)
     {
         Ptr<Node> node = nodes.Get(node_of_host[h]);
@@ -352,21 +381,15 @@ SimulationImpl::InstallHosts()
             ConnectHostPorts(h, node, ip);
         }
     }
-    std::vector<Ptr<Node>> host_nodes;
-    for (uint32_t node : node_of_host)
+    if (lean_tcp == nullptr)
     {
-        host_nodes.push_back(nodes.Get(node));
-    }
-    tcp = std::make_unique<TcpChannels>(std::move(host_nodes), host_address, [this](uint32_t msg) {
-        records[msg].end = Simulator::Now().GetSeconds();
-        auto it = tcp_waiting.find(msg);
-        if (it != tcp_waiting.end())
+        std::vector<Ptr<Node>> host_nodes;
+        for (uint32_t node : node_of_host)
         {
-            std::function<void()> cb = std::move(it->second);
-            tcp_waiting.erase(it);
-            cb();
+            host_nodes.push_back(nodes.Get(node));
         }
-    });
+        tcp = std::make_unique<TcpChannels>(std::move(host_nodes), host_address, std::move(completed));
+    }
 }
 
 } // namespace dlcpsim

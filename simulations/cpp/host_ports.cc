@@ -25,15 +25,17 @@ SimulationImpl::ConnectHostPorts(uint32_t h, Ptr<Node> node, Ptr<Ipv4L3Protocol>
         if (Ptr<DlcpPort> port = DynamicCast<DlcpPort>(ip->GetNetDevice(i)))
         {
             by_iface[i] = PeekPointer(port);
-            host_sinks.push_back(std::make_unique<HostPortSink>(host_address[h].Get(), PeekPointer(hosts[h]), &host_rx));
+            host_sinks.push_back(
+                std::make_unique<HostPortSink>(host_address[h].Get(), PeekPointer(hosts[h]), lean_tcp, &host_rx));
             port->SetSink(host_sinks.back().get());
         }
     }
-    DlcpRouting* routing = PeekPointer(dlcp_routing[node->GetId()]);
+    host_outputs.at(h) = std::make_unique<HostOutput>(PeekPointer(dlcp_routing[node->GetId()]), std::move(by_iface));
+    HostOutput* out = host_outputs[h].get();
     Ipv4Address src = host_address[h];
     // What UdpSocketImpl, UdpL4Protocol and Ipv4L3Protocol put around a datagram from DLCP's port
     // (checksums off, ns-3's default; TTL 64; no fragmentation: the scenario's MTU carries a packet).
-    hosts[h]->SetOutput([this, routing, src, by_iface = std::move(by_iface)](Ptr<Packet> p, uint32_t dst) {
+    hosts[h]->SetOutput([this, out, src](Ptr<Packet> p, uint32_t dst) {
         UdpHeader udp;
         udp.SetSourcePort(DLCP_UDP_PORT);
         udp.SetDestinationPort(DLCP_UDP_PORT);
@@ -44,13 +46,7 @@ SimulationImpl::ConnectHostPorts(uint32_t h, Ptr<Node> node, Ptr<Ipv4L3Protocol>
         ip.SetProtocol(UdpL4Protocol::PROT_NUMBER);
         ip.SetPayloadSize(p->GetSize());
         ip.SetTtl(64);
-        Frame f = Frame::From(ip, p);
-        int32_t iface = routing->PickInterface(f.ip, f.head, f.head_len);
-        if (iface < 0 || static_cast<size_t>(iface) >= by_iface.size() || by_iface[iface] == nullptr)
-        {
-            return; // no route: lost, as a UDP socket's SendTo without a route
-        }
-        by_iface[iface]->Enqueue(std::move(f));
+        out->Send(Frame::From(ip, p));
     });
 }
 

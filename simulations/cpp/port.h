@@ -50,15 +50,16 @@ namespace dlcpsim
 struct Frame
 {
     ns3::Ipv4Header ip;
-    ns3::Ptr<ns3::Packet> l4;                 // L4 header onwards
+    ns3::Ptr<ns3::Packet> l4;                 // L4 header onwards (none: a lean TCP segment, all in `head`)
     uint8_t head[MIN_DLCP_UDP_LENGTH]{}; // the first bytes of l4 (UDP + DLCP header)
     uint32_t head_len = 0;
     bool trim = false; // cut to its headers as it leaves TRIM_QUEUE (queue_disc.cc's m_toTrim)
 
-    /** IPv4 packet size (what a queue-disc item's GetSize() was). */
+    /** IPv4 packet size (what a queue-disc item's GetSize() was). A frame of the lean TCP has no L4 packet:
+     *  its size is its IPv4 header's. */
     uint32_t Size() const
     {
-        return ip.GetSerializedSize() + l4->GetSize();
+        return ip.GetSerializedSize() + (l4 ? l4->GetSize() : ip.GetPayloadSize());
     }
 
     /** A frame from an L4 packet and its IPv4 header (the head copied out of the packet). */

@@ -150,6 +150,23 @@ Simulation::SetTcp(const std::string& variant, double min_rto_s, uint32_t segmen
 }
 
 void
+Simulation::SetTcpStack(const std::string& kind)
+{
+    m_impl->CheckNotBuilt("SetTcpStack");
+    if (kind != "lean" && kind != "ns3")
+    {
+        throw std::invalid_argument("tcp stack must be lean or ns3, got " + kind);
+    }
+    m_impl->tcp_stack = kind;
+}
+
+bool
+Simulation::UsesLeanTcp() const
+{
+    return m_impl->lean_tcp != nullptr;
+}
+
+void
 Simulation::AddDlcpPort(uint16_t port)
 {
     m_impl->switch_config.dlcp_ports.insert(port);

@@ -6,6 +6,7 @@
 #include "api.h"
 #include "host_ports.h"
 #include "jobs.h"
+#include "lean_tcp.h"
 #include "port.h"
 #include "routing.h"
 #include "switch_config.h"
@@ -64,6 +65,7 @@ class SimulationImpl : public MessageService
     double tcp_min_rto = 1e-3;
     uint32_t tcp_segment = 1448;
     uint32_t tcp_buffer = 4 << 20;
+    std::string tcp_stack = "ns3"; // "lean": the lean TCP (lean_tcp.h) where the port model runs
     DlcpSwitchConfig switch_config;
     DlcpSwitchConfig host_config; // hosts: strict priority by the packets' own classes, no selective drop
     AddressBook book;
@@ -92,11 +94,13 @@ class SimulationImpl : public MessageService
     std::vector<ns3::Ptr<ns3::QueueDisc>> switch_qdiscs, host_qdiscs;
     std::vector<ns3::Ptr<DlcpPort>> switch_ports, host_ports; // with the port model
     std::vector<std::unique_ptr<HostPortSink>> host_sinks;
+    std::vector<std::unique_ptr<HostOutput>> host_outputs; // per host, with the port model
     std::vector<ns3::Ptr<DlcpHost>> hosts;
     std::vector<FlowRecord> records;
     HostCounters host_counters;
     std::vector<std::unique_ptr<TrainingJob>> jobs;
-    std::unique_ptr<TcpChannels> tcp;                                // TCP messages' persistent connections
+    std::unique_ptr<TcpMessages> tcp; // TCP messages' persistent connections: ns-3's sockets or the lean TCP
+    LeanTcp* lean_tcp = nullptr;      // `tcp`, when it is the lean TCP
     std::unordered_map<uint32_t, std::function<void()>> tcp_waiting; // message -> what runs when it completes
     uint64_t host_rx = 0;
 

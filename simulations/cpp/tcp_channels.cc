@@ -86,9 +86,8 @@ TcpChannels::Send(uint32_t src, uint32_t dst, uint32_t tag, uint64_t bytes, uint
     Channel* c = &ChannelOf(src, dst, tag);
     uint32_t side = c->host[0] == src ? 0 : 1;
     Stream& out = c->out[side];
-    out.appended += bytes;
+    out.messages.Append(bytes, msg);
     out.unsent += bytes;
-    out.ends.emplace_back(out.appended, msg);
     if (bytes == 0)
     {
         Deliver(*c, 1 - side, 0); // nothing to carry: complete once every message before it is
@@ -123,14 +122,7 @@ void
 TcpChannels::Deliver(Channel& c, uint32_t side, uint64_t bytes)
 {
     // `side` read `bytes`: they belong to the peer's outgoing stream.
-    Stream& in = c.out[1 - side];
-    in.received += bytes;
-    while (!in.ends.empty() && in.ends.front().first <= in.received)
-    {
-        uint32_t msg = in.ends.front().second;
-        in.ends.pop_front();
-        m_completed(msg);
-    }
+    c.out[1 - side].messages.Read(bytes, m_completed);
 }
 
 void

@@ -26,38 +26,82 @@ namespace dlcpsim
 /** The first TCP port of the message listeners; a workload tag's listeners use this plus the tag. */
 static constexpr uint16_t TCP_MESSAGE_PORT_BASE = 10000;
 
-class TcpChannels
+// The TCP settings every run gives ns-3's sockets beside the scenario's (build.cc's ConfigureDefaults),
+// and the lean TCP follows: the initial window (segments), an ACK for every segment, and the clock
+// granularity in the RTO.
+static constexpr uint32_t TCP_INITIAL_CWND = 10;
+static constexpr uint32_t TCP_DELACK_COUNT = 1;
+static constexpr int64_t TCP_CLOCK_GRANULARITY_NS = 1000;
+
+/** TCP messages over persistent connections: on ns-3's sockets (TcpChannels) or on the lean TCP (lean_tcp.h). */
+class TcpMessages
 {
   public:
     /** Called with a message's id when its receiver has read its last byte. */
     using Completed = std::function<void(uint32_t msg)>;
 
-    /** `hosts[h]`: host h's node; `addresses[h]`: its IPv4 address. */
-    TcpChannels(std::vector<ns3::Ptr<ns3::Node>> hosts, std::vector<ns3::Ipv4Address> addresses, Completed completed);
-    ~TcpChannels();
+    virtual ~TcpMessages() = default;
 
     /** Open the connection of hosts `src` and `dst` for `tag` now (`src` connects), if it is not open yet: a job's
      *  set-up, as gloo's and NCCL's rendezvous connect every pair before the first message. */
-    void Open(uint32_t src, uint32_t dst, uint32_t tag);
+    virtual void Open(uint32_t src, uint32_t dst, uint32_t tag) = 0;
 
     /** Append message `msg` (`bytes` long) to the stream from host `src` to `dst` of tag `tag`'s connection
      *  (opened now if it is not open). */
-    void Send(uint32_t src, uint32_t dst, uint32_t tag, uint64_t bytes, uint32_t msg);
+    virtual void Send(uint32_t src, uint32_t dst, uint32_t tag, uint64_t bytes, uint32_t msg) = 0;
 
     /** Connections opened so far (one per pair of hosts and tag that exchanged a message). */
-    uint32_t Connections() const
+    virtual uint32_t Connections() const = 0;
+};
+
+/** One direction of a connection's stream: the messages appended to it, and how much of it the receiver read. */
+struct MessageStream
+{
+    uint64_t appended = 0;
+    uint64_t received = 0;
+    std::deque<std::pair<uint64_t, uint32_t>> ends; // (offset after the message's last byte, message)
+
+    void Append(uint64_t bytes, uint32_t msg)
+    {
+        appended += bytes;
+        ends.emplace_back(appended, msg);
+    }
+
+    /** The receiver read `bytes` more: every message whose last byte it has now read is complete. */
+    void Read(uint64_t bytes, const TcpMessages::Completed& completed)
+    {
+        received += bytes;
+        while (!ends.empty() && ends.front().first <= received)
+        {
+            uint32_t msg = ends.front().second;
+            ends.pop_front();
+            completed(msg);
+        }
+    }
+};
+
+/** TCP messages on ns-3's TCP sockets, over the hosts' IP stacks. */
+class TcpChannels : public TcpMessages
+{
+  public:
+    /** `hosts[h]`: host h's node; `addresses[h]`: its IPv4 address. */
+    TcpChannels(std::vector<ns3::Ptr<ns3::Node>> hosts, std::vector<ns3::Ipv4Address> addresses, Completed completed);
+    ~TcpChannels() override;
+
+    void Open(uint32_t src, uint32_t dst, uint32_t tag) override;
+    void Send(uint32_t src, uint32_t dst, uint32_t tag, uint64_t bytes, uint32_t msg) override;
+
+    uint32_t Connections() const override
     {
         return static_cast<uint32_t>(m_channels.size());
     }
 
   private:
-    /** One direction of a connection: bytes handed to it, still to hand to the socket, and read. */
+    /** One direction of a connection: its messages, and bytes still to hand to the socket. */
     struct Stream
     {
-        uint64_t appended = 0;
+        MessageStream messages;
         uint64_t unsent = 0;
-        uint64_t received = 0;
-        std::deque<std::pair<uint64_t, uint32_t>> ends; // (offset after the message's last byte, message)
     };
 
     struct Channel;

@@ -29,6 +29,11 @@ main(int argc, char** argv)
     uint64_t kb = argc > 4 ? std::stoull(argv[4]) : 256;
     std::string routing = argc > 5 ? argv[5] : "dlcp";
     std::string ports = argc > 6 ? argv[6] : "dlcp"; // "ns3": ns-3's devices and queue discs
+    // "dctcp" or "tcp": the TCP baselines (RED/ECN or drop-tail switch queues, TCP messages) on the TCP stack
+    // of argument 8 ("lean" or "ns3", as the scenario's tcp.stack)
+    std::string baseline = argc > 7 ? argv[7] : "dlcp";
+    std::string stack = argc > 8 ? argv[8] : "lean";
+    bool tcp = baseline == "dctcp" || baseline == "tcp";
     uint32_t hosts = leaves * hpl;
     double rate = 100e9, delay = 1e-6;
 
@@ -49,14 +54,20 @@ main(int argc, char** argv)
         }
     }
     sim.SetMtu(9000);
-    sim.SetSwitchQueue("dlcp", 1000, 32);
+    sim.SetSwitchQueue(baseline == "dctcp" ? "red_ecn" : baseline == "tcp" ? "fifo" : "dlcp", 1000, 32);
+    if (tcp)
+    {
+        // simulate.py's settings: segments that fill the MTU with the timestamp option, 1 ms minimum RTO.
+        sim.SetTcp(baseline == "dctcp" ? "dctcp" : "newreno", 1e-3, 9000 - 52, 4 << 20);
+        sim.SetTcpStack(stack);
+    }
     sim.SetRouting(routing);
     sim.SetPorts(ports);
     TransportParams tp;
     tp.payload_bytes = 8192;
-    tp.max_rate = rate / 8;
-    tp.min_rate = tp.max_rate / 1000;
-    tp.increase = tp.max_rate / 100;
+    tp.rate.max_rate = rate / 8;
+    tp.rate.min_rate = tp.rate.max_rate / 1000;
+    tp.rate.increase = tp.rate.max_rate / 100;
     tp.wire_overhead = 22;
     sim.SetTransport(tp);
     sim.Build();
@@ -101,6 +112,7 @@ main(int argc, char** argv)
     }
     std::mt19937_64 rng(1);
     MessageMeta meta;
+    meta.transport = tcp ? 1 : 0;
     meta.priority = 3;
     meta.loss_bound = 0.01;
     meta.drop_fractions = {0.5, 0.2, 0.2, 0.1};
