@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -45,6 +46,33 @@ def test_the_front_layers_bucket_goes_after_the_first_ones_whenever_it_is_handed
     finally:
         order.shutdown()
     assert ran == expected * 3
+
+
+def test_the_next_iterations_buckets_handed_over_before_this_one_is_done_keep_their_order() -> None:
+    """DDP's next backward pass may hand buckets over while the thread still finishes this iteration (a job
+    completes the future before the thread books the job as run): they wait, and run in the moved order."""
+    order = BucketOrder(2)
+    ran: list[int] = []
+
+    def job(i: int, then: Callable[[], None] | None = None) -> Callable[[], None]:
+        def run() -> None:
+            ran.append(i)
+            if then is not None:
+                then()  # inside the job: the thread has not yet seen this iteration end
+
+        return run
+
+    def next_iteration() -> None:
+        for i in range(5):
+            order.submit(job(10 + i), last=i == 4)
+
+    for i in range(5):  # 0, 1, 4, 2, 3: bucket 3 runs last and hands the next iteration over
+        order.submit(job(i, next_iteration if i == 3 else None), last=i == 4)
+    deadline = time.monotonic() + 5
+    while len(ran) < 10 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    order.shutdown()
+    assert ran == [0, 1, 4, 2, 3, 10, 11, 14, 12, 13]
 
 
 def test_the_thread_waits_for_the_front_layers_bucket_and_runs_the_rest_at_shutdown() -> None:

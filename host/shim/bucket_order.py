@@ -43,7 +43,17 @@ class BucketOrder:
         [0, 3, 1, 2]
     """
 
-    __slots__ = ("_arrived", "_closed", "_cond", "_ran", "_ran_last", "_thread", "front_after")
+    __slots__ = (
+        "_arrived",
+        "_arrived_last",
+        "_closed",
+        "_cond",
+        "_later",
+        "_ran",
+        "_ran_last",
+        "_thread",
+        "front_after",
+    )
 
     def __init__(self, front_after: int = DEFAULT_FRONT_AFTER, name: str = "dlcp-hook") -> None:
         if front_after < 0:
@@ -52,6 +62,10 @@ class BucketOrder:
         self._cond = threading.Condition()
         self._arrived: list[tuple[Callable[[], None], bool]] = []
         """This iteration's buckets in the order DDP handed them over (job, whether it is the last)."""
+        self._arrived_last = False
+        """This iteration's last bucket was handed over: what comes next belongs to the next iteration."""
+        self._later: list[tuple[Callable[[], None], bool]] = []
+        """Buckets handed over after this iteration's last, before its exchanges are done: the next iteration's."""
         self._ran: set[int] = set()
         self._ran_last = False
         self._closed = False
@@ -65,7 +79,11 @@ class BucketOrder:
         with self._cond:
             if self._closed:
                 raise RuntimeError("the hook's thread is shut down")
-            self._arrived.append((job, last))
+            if self._arrived_last:
+                self._later.append((job, last))  # the iteration is still running: this one waits its turn
+            else:
+                self._arrived.append((job, last))
+                self._arrived_last = last
             self._cond.notify()
 
     def _next(self) -> int | None:
@@ -101,7 +119,11 @@ class BucketOrder:
                 if self._ran_last and len(self._ran) == len(self._arrived):
                     self._arrived.clear()  # the iteration is over: every bucket up to its last ran
                     self._ran.clear()
-                    self._ran_last = False
+                    self._ran_last = self._arrived_last = False
+                    while self._later and not self._arrived_last:  # the next iteration's, handed over early
+                        job, last = self._later.pop(0)
+                        self._arrived.append((job, last))
+                        self._arrived_last = last
                 self._cond.notify_all()
 
     def shutdown(self, wait: bool = True) -> None:
