@@ -83,6 +83,8 @@ async def connect(
     if spec.role:
         raise SwitchError(f"{describe(spec)}: P4Runtime roles other than the default are not supported yet")
     sw = fy.Switch(spec.name, spec.grpc, options(spec, election_id, authoritative=authoritative))
+    ready_as_primary = asyncio.Event()
+    sw.ee.on(fy.SwitchEvent.CHANNEL_READY, lambda s: ready_as_primary.set() if s.is_primary else None)
     try:
         await asyncio.wait_for(sw.__aenter__(), timeout)
     except TimeoutError:
@@ -90,6 +92,15 @@ async def connect(
     except P4ClientError as exc:
         raise Unreachable(f"{describe(spec)}: {exc.code.name}: {exc.message}") from None
     try:
+        if authoritative and not sw.is_primary and sw.primary_id <= election_id:
+            # Our election id is in use: this controller's previous session, whose stream the switch has not yet
+            # seen close (an apply right after another). finsy bids one lower, a backup, and takes primacy once
+            # that stream goes; wait for it (and the pipeline) rather than refuse the write. A live controller
+            # with a higher id is not waited for; one with our own id still holds it after the wait: NotPrimary.
+            try:
+                await asyncio.wait_for(ready_as_primary.wait(), timeout)
+            except TimeoutError:
+                log.warning("%s: election id %d still in use after %g s", describe(spec), election_id, timeout)
         yield sw
     finally:
         await sw.__aexit__(None, None, None)

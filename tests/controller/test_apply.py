@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import pytest
-from controller_support import PS_JOB, RING_JOB, SECOND_JOB, Switches, dlcp_frame, run, star
+from controller_support import PS_JOB, RING_JOB, SECOND_JOB, Switches, dlcp_frame, run, star, until
 from finsy import P4Schema
 
-from dlcp.controller import apply, counters, state
+from dlcp.controller import apply, counters, session, state
 from dlcp.controller.diff import canonical
 from dlcp.controller.model import mac_text
 from dlcp.p4.paths import COMMITTED_P4INFO
@@ -81,6 +82,27 @@ def test_change_of_mode_modifies_only_what_differs(switches: Switches) -> None:
     assert ag.queue > rs.queue
     # A PS pull now falls to the default (its own priority): the ring job has no pull rule.
     assert configure(ring).summary["inserted"] == 0
+
+
+def test_an_apply_while_the_previous_session_still_holds_its_election_id_waits_for_it(switches: Switches) -> None:
+    """An apply right after another: the switch may not yet have seen the first session's stream close, so the
+    election id is still in use and finsy connects as a backup. The apply waits for primacy, then writes."""
+    sw = switches()
+    fab = star(sw, PS_JOB)
+    arbiter = sw.server.servicer.arbiter
+
+    async def main() -> apply.SwitchReport:
+        async with session.connect(fab.switches["s1"], election_id=session.DEFAULT_ELECTION_ID) as old:
+            assert old.is_primary
+            task = asyncio.create_task(apply.configure(fab, timeout=20))
+            await until(lambda: len(arbiter.streams) == 2, "the second session's arbitration")
+            assert not task.done()
+        (report,) = await task
+        return report
+
+    report = run(main())
+    assert report.status == "ok", report.error
+    assert report.summary["inserted"] == 43
 
 
 def test_two_jobs_then_remove_one(switches: Switches) -> None:
