@@ -346,30 +346,43 @@ def test_a_wait_does_not_probe_a_send_still_in_its_first_pass() -> None:
 def test_a_message_goes_out_in_as_few_send_calls_as_the_pacer_allows() -> None:
     """At the full rate a 4 MB first pass is one C call; paced at 100 MB/s it is one C call too, which spaces
     the bursts itself at the rate (the pass lasts its bytes over the rate, less the first burst), and the
-    pacer's bucket is debited the whole pass: a second message waits for it."""
+    pacer's bucket is debited the whole pass: a second message waits for it.
+
+    Premise: the receiver takes the whole first pass (on a loaded machine its thread may lose datagrams on the
+    loopback, and the retransmissions are calls of their own); otherwise the window is run again."""
     transport = TransportConfig(port=0, payload_bytes=8192, peer_timeout_s=5.0)
     burst = 1_000_000
     for rate in (12.5e9, 100e6):
         pacing = PacingConfig(max_rate=rate, min_rate=1e6, burst=burst)
-        eps = local_endpoints(2, token=TOKEN, transport=transport, pacing=pacing)
-        try:
-            spec = MessageSpec(MessageKey(1, 0, 1, 0), MessageKind.ALL_GATHER, 1 << 20, 2048)
-            values = np.arange(spec.num_elems, dtype=np.float32)
-            got = np.zeros_like(values)
-            handle = eps[1].post_recv(spec, got)
-            nbytes = spec.pkt_count * (HEADER_SIZE + 8192)
-            t0 = time.monotonic()
-            eps[0].send(spec, values, 1, priority=3)
-            took = time.monotonic() - t0
-            eps[1].wait(handle)
-            np.testing.assert_array_equal(got, values)
-            assert eps[0]._tx.calls == 1, (rate, eps[0]._tx.calls)  # type: ignore[attr-defined]
-            if rate < 1e9:
-                first = eps[0]._per_call(1) * (HEADER_SIZE + 8192)
-                assert took >= 0.95 * (nbytes - first) / rate, (took, nbytes, first)
-                assert eps[0].pacer(1).slept > 0.5 * (nbytes - first) / rate
-        finally:
-            _close(eps)
+        missed = []
+        for _ in range(3):
+            eps = local_endpoints(2, token=TOKEN, transport=transport, pacing=pacing)
+            try:
+                spec = MessageSpec(MessageKey(1, 0, 1, 0), MessageKind.ALL_GATHER, 1 << 20, 2048)
+                values = np.arange(spec.num_elems, dtype=np.float32)
+                got = np.zeros_like(values)
+                handle = eps[1].post_recv(spec, got)
+                nbytes = spec.pkt_count * (HEADER_SIZE + 8192)
+                t0 = time.monotonic()
+                out = eps[0].send_start(spec, values, 1, priority=3)
+                took = time.monotonic() - t0
+                first_pass_calls = eps[0]._tx.calls  # type: ignore[attr-defined]
+                eps[0].send_wait(out)
+                eps[1].wait(handle)
+                np.testing.assert_array_equal(got, values)
+                if eps[0].send_stats.retransmitted:
+                    missed.append(eps[0].send_stats.retransmitted)
+                    continue  # premise not met: packets of the first pass were lost
+                assert first_pass_calls == eps[0]._tx.calls == 1, (rate, first_pass_calls)  # type: ignore[attr-defined]
+                if rate < 1e9:
+                    first = eps[0]._per_call(1) * (HEADER_SIZE + 8192)
+                    assert took >= 0.95 * (nbytes - first) / rate, (took, nbytes, first)
+                    assert eps[0].pacer(1).slept > 0.5 * (nbytes - first) / rate
+                break
+            finally:
+                _close(eps)
+        else:
+            pytest.skip(f"premise not met in 3 windows: the receiver lost packets of the first pass ({missed})")
 
 
 @pytest.mark.fastpath
