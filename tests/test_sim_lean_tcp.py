@@ -89,6 +89,19 @@ def test_a_lone_flow_takes_the_same_time(baseline: str, mtu: int) -> None:
     assert lean["perf"]["packets"] == ns3["perf"]["packets"]
 
 
+def test_a_dctcp_window_marked_below_a_segment_does_not_stall_its_connection() -> None:
+    """Marked at every queued packet (K = 1), DCTCP cuts its window by alpha/2 per window. ns-3's TcpDctcp lets it
+    fall below a segment: once nothing is in flight, the next message on that persistent connection stays behind
+    the silly-window check with no ACK or timer left to wake it, for good. The lean TCP floors ssthresh at 2
+    segments, as Linux's DCTCP does, and every round of the incast completes."""
+    switch = {"buffer_packets": 256, "ecn_threshold_packets": 1, "drop_thresholds": [32, 16, 8]}
+    incast = {"type": "incast", "senders": 15, "bytes": 1_000_000, "rounds": 30, "gap_us": 2000}
+    r = run(table(mtu=9000, stop_s=0.5, baseline="dctcp", switch=switch, workload=[incast]), "lean")
+    assert queue_events(r)[1] > 0, "premise: the switches marked the incast"
+    f = flows(r)  # every message completes
+    assert f["fct_max_s"] < 0.01, "no message waited on a stalled connection"
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_dctcp_incast_is_marked_and_backs_off_alike(seed: int) -> None:
     ns3, lean = both(table(seed, baseline="dctcp", workload=[INCAST]))

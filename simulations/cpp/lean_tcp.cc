@@ -697,7 +697,10 @@ struct LeanTcp::Machine
     {
         if (p.dctcp)
         {
-            return static_cast<uint32_t>((1 - e.alpha / 2.0) * e.cwnd);
+            // At least 2 segments, as Linux's dctcp_ssthresh (ns-3's TcpDctcp has no floor). Without it a
+            // marked window shrinks below a segment; once nothing is in flight the silly-window check holds the
+            // next message back, no ACK or timer is left to wake the end, and the connection stalls for good.
+            return std::max<uint32_t>(2 * p.segment, static_cast<uint32_t>((1 - e.alpha / 2.0) * e.cwnd));
         }
         return std::max<uint32_t>(2 * p.segment, static_cast<uint32_t>(in_flight / 2));
     }
