@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
 from support import JOB, TOKEN
 
 from dlcp.assembler import Assembler
@@ -15,8 +14,13 @@ from dlcp.testbed.toolchain import tools as p4tools
 # Hypothesis's per-example deadline (200 ms) and its too-slow health check time the machine, not the code: on a
 # loaded host (CI, make test-stress) a correct property flips to "Unreliable test timings". A property test checks
 # values; a test that means a duration measures it and states its premise.
-settings.register_profile("dlcp", deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("dlcp")
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:  # the MXNet venv (make test-mxnet) has no hypothesis, and runs no property test
+    pass
+else:
+    settings.register_profile("dlcp", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile("dlcp")
 
 
 def pytest_configure(config: pytest.Config) -> None:
