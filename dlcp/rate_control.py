@@ -83,11 +83,19 @@ class RateRule:
     def congested(self, loss: float) -> bool:
         return loss > self.decrease_above
 
-    def next_rate(self, rate: float, loss: float) -> float:
-        """The rate after a message whose first pass lost the fraction ``loss`` of its packets."""
+    def next_rate(self, rate: float, loss: float, sent_at: float | None = None) -> float:
+        """The rate after a message whose first pass lost the fraction ``loss`` of its packets.
+
+        ``sent_at`` is the rate the sender had when that message began (None: ``rate``). A decrease applies
+        to it, not to the rate now, and never raises the rate: messages that were under way together, at one
+        rate, cut it once between them, as TCP cuts its window once per window of data. Cutting the rate now
+        instead compounded: a server pulling to 128 workers at once, its messages' verdicts counting packets
+        that spraying only delayed, fell to the floor in one round (docs/transport.md).
+        """
         if self.congested(loss):
             factor = max(0.5, 1.0 - loss) if self.decrease_by_loss else 0.5
-            return max(self.min_rate, rate * factor)
+            base = rate if sent_at is None else sent_at
+            return min(rate, max(self.min_rate, base * factor))
         return min(self.max_rate, rate + self.increase)
 
 

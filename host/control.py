@@ -242,7 +242,7 @@ class ControlPackets:
         missing = self._missing_from(out.spec, chunks)
         if not out.fed_back:
             out.fed_back = True
-            self.pacer(out.dst).on_feedback(first_pass_loss(missing.tolist(), out.spec.pkt_count))
+            self.pacer(out.dst).on_feedback(first_pass_loss(missing.tolist(), out.spec.pkt_count), out.sent_at)
         missing = self._choose_retransmit(out, missing)
         # One send call's worth goes at once; the rest is owed to the waiting sender thread, which paces it
         # (this thread holds the lock and must not sleep). Unpaced, a controller-paced host's retransmissions
@@ -298,7 +298,7 @@ class ControlPackets:
         if offset == 0:  # count the message once, on its first chunk
             if not out.fed_back:
                 out.fed_back = True
-                self.pacer(out.dst).on_feedback(0.0)
+                self.pacer(out.dst).on_feedback(0.0, out.sent_at)
             sent = np.bincount(out.drop_classes, minlength=NUM_DROP_CLASSES).tolist()
             gone = np.bincount(out.drop_classes[lost], minlength=NUM_DROP_CLASSES).tolist() if payload else None
             for c, k in enumerate(sent):

@@ -107,6 +107,7 @@ class _Out:
         "probe_id",
         "retx",
         "rto",
+        "sent_at",
         "slept",
         "spec",
         "stopped",
@@ -134,6 +135,7 @@ class _Out:
         self.deadline = math.inf  # no probe before the first pass is over (send_start sets it then)
         self.retx = _NO_SEQS  # retransmissions the waiting sender thread still owes, paced (see _on_bitmap)
         self.slept = 0.0  # the pacer's sleep total when the first pass began (the timeline's pacing stall)
+        self.sent_at = 0.0  # the pacer's rate when it was handed over (its verdict's base, RateRule.next_rate)
         self.failed: PeerTimeoutError | None = None  # its receiver went silent while no thread waited on it
 
 
@@ -339,6 +341,7 @@ class Endpoint(Receiver):
         out.priority = priority
         out.graded = top > 0
         out.slept = self.pacer(dst).slept
+        out.sent_at = self.pacer(dst).rate
         if (tl := self.timeline) is not None:
             tl.add("send", label(spec), dst, flat.nbytes)
         with self._lock:

@@ -115,10 +115,11 @@ class AimdPacer:
         self._last = now
         self.slept += slept
 
-    def on_feedback(self, first_pass_loss: float) -> None:
-        """A message's first-pass verdict (:meth:`dlcp.rate_control.RateRule.next_rate`)."""
+    def on_feedback(self, first_pass_loss: float, sent_at: float | None = None) -> None:
+        """A message's first-pass verdict (:meth:`dlcp.rate_control.RateRule.next_rate`); ``sent_at``: this
+        pacer's :attr:`rate` when the message was handed over."""
         self.decreases += self.rule.congested(first_pass_loss)
-        self.rate = self.rule.next_rate(self.rate, first_pass_loss)
+        self.rate = self.rule.next_rate(self.rate, first_pass_loss, sent_at)
 
 
 def for_host(rate_bps: dict[str, int], burst_bytes: int, host: str, largest_bound: float = 0.0) -> PacingConfig:

@@ -240,9 +240,7 @@ def simulate(s: Scenario, refuse_over_mb: float | None = None) -> dict[str, Any]
     mss = s.topology.mtu - 20 - 20 - 12  # IPv4, TCP and the timestamp option
     variant = s.tcp.variant if s.tcp.variant != "auto" else "newreno" if feat.queue == "fifo" else "dctcp"
     sim.SetTcp(variant, s.tcp.min_rto_us * 1e-6, mss, s.tcp.buffer_bytes)
-    # The lean TCP carries the TCP baselines (no DLCP transport) on the port model; DLCP's runs keep ns-3's
-    # sockets for their background.
-    sim.SetTcpStack(s.tcp.stack if not feat.dlcp_transport else "ns3")
+    sim.SetTcpStack(s.tcp.stack)
     _install_tables(sim, s, ns)
     sim.Build()
     if s.routing == "dlcp":

@@ -2,7 +2,8 @@
 
 The differential test feeds the same random sequences of (rule, loss verdicts) to the Python rule and to
 the simulator's ``RateRule`` (simulations/cpp/rate_control.h, through cppyy as the simulator loads it)
-and requires the same rate after every verdict, bit for bit.
+and requires the same rate after every verdict, bit for bit. Each verdict is for a message that began some
+verdicts earlier (``lag``), at the rate the sender had then.
 """
 
 from __future__ import annotations
@@ -22,6 +23,14 @@ MB = 1e6
 
 losses = st.lists(
     st.one_of(st.sampled_from([0.0, 0.02, 0.0200001, 0.04, 0.5, 0.6, 1.0]), st.floats(0.0, 1.0)), max_size=60
+)
+# (loss, lag): the verdict of a message handed over `lag` verdicts before it (0: just now)
+verdicts = st.lists(
+    st.tuples(
+        st.one_of(st.sampled_from([0.0, 0.02, 0.0200001, 0.04, 0.5, 0.6, 1.0]), st.floats(0.0, 1.0)),
+        st.integers(0, 8),
+    ),
+    max_size=60,
 )
 
 
@@ -45,6 +54,18 @@ def python_rates(rule: RateRule, seq: list[float]) -> list[float]:
     return out
 
 
+def sent_at(history: list[float], lag: int) -> float:
+    """The rate a message had when handed over, ``lag`` verdicts ago (``history``: the rate after each)."""
+    return history[max(0, len(history) - 1 - lag)]
+
+
+def python_rates_lagged(rule: RateRule, seq: list[tuple[float, int]]) -> list[float]:
+    history = [rule.max_rate]
+    for loss, lag in seq:
+        history.append(rule.next_rate(history[-1], loss, sent_at(history, lag)))
+    return history[1:]
+
+
 def test_a_lossy_verdict_halves_or_cuts_by_the_loss_and_a_clean_one_adds() -> None:
     halve = RateRule(max_rate=100 * MB, min_rate=10 * MB, increase=5 * MB, decrease_above=0.02)
     assert halve.next_rate(100 * MB, 0.1) == 50 * MB
@@ -55,6 +76,21 @@ def test_a_lossy_verdict_halves_or_cuts_by_the_loss_and_a_clean_one_adds() -> No
     by_loss = RateRule(max_rate=100 * MB, min_rate=1 * MB, increase=5 * MB, decrease_above=0.02, decrease_by_loss=True)
     assert by_loss.next_rate(100 * MB, 0.1) == pytest.approx(90 * MB)
     assert by_loss.next_rate(100 * MB, 0.8) == 50 * MB, "at most halving"
+
+
+def test_messages_under_way_together_cut_the_rate_once() -> None:
+    # A server hands 128 pulls over at 100 MB/s; each verdict counts 10% lost. Cut from the rate each was sent
+    # at, the rate ends at 90 MB/s; cut from the rate now, 128 verdicts would take it to the floor.
+    by_loss = RateRule(max_rate=100 * MB, min_rate=1 * MB, increase=5 * MB, decrease_above=0.02, decrease_by_loss=True)
+    rate = 100 * MB
+    for _ in range(128):
+        rate = by_loss.next_rate(rate, 0.1, sent_at=100 * MB)
+    assert rate == pytest.approx(90 * MB)
+    assert by_loss.next_rate(rate, 0.1) == pytest.approx(81 * MB), "a message sent at the cut rate cuts again"
+    assert by_loss.next_rate(40 * MB, 0.1, sent_at=100 * MB) == 40 * MB, "a late verdict never raises the rate"
+    assert by_loss.next_rate(40 * MB, 0.0, sent_at=100 * MB) == 45 * MB, "a clean one adds to the rate now"
+    halve = RateRule(max_rate=100 * MB, min_rate=10 * MB, increase=5 * MB, decrease_above=0.02)
+    assert halve.next_rate(30 * MB, 0.5, sent_at=15 * MB) == 10 * MB, "never below min_rate"
 
 
 def test_paced_and_unpaced_numbers() -> None:
@@ -90,15 +126,19 @@ def test_shared_rates_is_a_port_over_its_distinct_senders() -> None:
     assert got == {"w1": int(100 / 3 * 0.95), "w2": int(100 / 3 * 0.95), "w3": int(20 * 0.95)}
 
 
-@given(rules(), losses)
-def test_the_host_pacer_follows_the_rule(rule: RateRule, seq: list[float]) -> None:
+@given(rules(), verdicts)
+def test_the_host_pacer_follows_the_rule(rule: RateRule, seq: list[tuple[float, int]]) -> None:
     pacer = AimdPacer(PacingConfig.from_rule(rule))
-    got = []
-    for loss in seq:
-        pacer.on_feedback(loss)
+    got = [pacer.rate]
+    for loss, lag in seq:
+        pacer.on_feedback(loss, sent_at(got, lag))
         got.append(pacer.rate)
-    assert got == python_rates(rule, seq)
-    assert pacer.decreases == sum(rule.congested(x) for x in seq)
+    assert got[1:] == python_rates_lagged(rule, seq)
+    assert pacer.decreases == sum(rule.congested(x) for x, _ in seq)
+    plain = AimdPacer(PacingConfig.from_rule(rule))
+    for loss, _ in seq:
+        plain.on_feedback(loss)  # without the rate at hand-over: the rate now
+    assert plain.rate == (python_rates(rule, [x for x, _ in seq]) or [rule.max_rate])[-1]
 
 
 @pytest.fixture(scope="module")
@@ -110,17 +150,20 @@ def ns() -> Any:
 
 @needs_ns3
 @settings(max_examples=300, deadline=None)
-@given(rules(), losses)
-def test_simulator_rule_is_the_core_rule(ns: Any, rule: RateRule, seq: list[float]) -> None:
+@given(rules(), verdicts)
+def test_simulator_rule_is_the_core_rule(ns: Any, rule: RateRule, seq: list[tuple[float, int]]) -> None:
     cpp = ns.RateRule()
     cpp.max_rate, cpp.min_rate, cpp.increase = rule.max_rate, rule.min_rate, rule.increase
     cpp.decrease_above, cpp.decrease_by_loss = rule.decrease_above, rule.decrease_by_loss
-    rate, got = cpp.max_rate, []
-    for loss in seq:
+    got = [cpp.max_rate]
+    for loss, lag in seq:
         assert bool(cpp.Congested(loss)) == rule.congested(loss)
-        rate = cpp.Next(rate, loss)
-        got.append(rate)
-    assert got == python_rates(rule, seq)
+        got.append(cpp.Next(got[-1], loss, sent_at(got, lag)))
+    assert got[1:] == python_rates_lagged(rule, seq)
+    rate = cpp.max_rate
+    for loss, _ in seq:
+        rate = cpp.Next(rate, loss)  # the rate now as the base
+    assert rate == (python_rates(rule, [x for x, _ in seq]) or [rule.max_rate])[-1]
 
 
 @st.composite

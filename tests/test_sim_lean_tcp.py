@@ -152,11 +152,30 @@ def test_parameter_server_iterations_agree() -> None:
 
 
 def test_the_lean_tcp_is_what_runs() -> None:
-    # The port model's baselines use it by default, ns-3's sockets only on request, and DLCP's runs keep ns-3's
-    # sockets for their TCP background: a run on each shows the lean TCP's fewer events per packet.
+    # The port model's runs use it by default, DLCP's for their TCP background as the baselines for all their
+    # traffic, and ns-3's sockets only on request: a run on each shows the lean TCP's fewer events per packet.
     t = table(baseline="dctcp", workload=[INCAST])
     default = runner.run(t)
     ns3, lean = both(t)
     assert default["perf"]["events"] == lean["perf"]["events"] < ns3["perf"]["events"]
     dlcp_bg = table(workload=[dict(INCAST, rounds=1), {"type": "background", "load": 0.2, "duration_us": 500}])
-    assert runner.run(dlcp_bg)["perf"]["events"] == run(dlcp_bg, "ns3")["perf"]["events"]
+    ns3, lean = run(dlcp_bg, "ns3"), run(dlcp_bg, "lean")
+    assert runner.run(dlcp_bg)["perf"]["events"] == lean["perf"]["events"] < ns3["perf"]["events"]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_background_beside_dlcp_agrees(seed: int) -> None:
+    # DLCP's gradients in their classes, the background's DCTCP in queue 0 behind them, marked at the same K: the
+    # gradients' FCTs do not depend on which TCP carries the background, and the background's agree as a DCTCP
+    # incast's do (mean within 15%, marks of the same order).
+    t = table(seed=seed, workload=[INCAST, {"type": "background", "load": 0.5, "duration_us": 2000}])
+    ns3, lean = both(t)
+    (f3, c3), (fl, cl) = ((r["flows"], r["counters"]) for r in (ns3, lean))
+    assert fl["gradient"]["completed"] == f3["gradient"]["completed"] == f3["gradient"]["count"]
+    assert fl["gradient"]["fct_p99_s"] == pytest.approx(f3["gradient"]["fct_p99_s"], rel=0.05)
+    assert fl["background"]["completed"] == f3["background"]["completed"] == f3["background"]["count"] > 50
+    assert fl["background"]["fct_mean_s"] == pytest.approx(f3["background"]["fct_mean_s"], rel=0.15)
+    assert fl["background"]["fct_p99_s"] == pytest.approx(f3["background"]["fct_p99_s"], rel=0.30)
+    marks3, marksl = c3["per_class"]["marked"][0], cl["per_class"]["marked"][0]
+    assert marks3 > 1000, "the background is marked: the comparison covers DCTCP's reaction"
+    assert same_order(marksl, marks3, lean["perf"]["packets"])

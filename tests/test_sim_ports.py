@@ -67,8 +67,9 @@ SCENARIOS = {
     ),
     # Senders paced at their share (the default), with their random start phase.
     "paced": table(host_pacing="share", workload=[INCAST]),
-    # TCP background (DCTCP, ECN-marked by DLCP's queues) beside DLCP: the hosts' IP stack over DLCP ports.
-    "tcp_background": table(workload=[INCAST, BACKGROUND]),
+    # TCP background (DCTCP, ECN-marked by DLCP's queues) beside DLCP: the hosts' IP stack over DLCP ports (on
+    # ns-3's sockets both ways, as the baselines below).
+    "tcp_background": table(tcp=NS3_TCP, workload=[INCAST, BACKGROUND]),
     # The TCP baselines: DCTCP on RED/ECN switch queues (marks drawn from each port's random stream), NewReno
     # on drop-tail FIFOs small enough to overflow, and a DCTCP parameter server (connections used both ways).
     # On ns-3's TCP sockets both ways, so that the ports alone differ (the lean TCP against those sockets:

@@ -24,14 +24,20 @@ struct RateRule
         return loss > decrease_above;
     }
 
-    double Next(double rate, double loss) const
+    /** `sent_at`: the rate the sender had when the message began; a decrease applies to it and never
+     *  raises the rate (messages under way together cut it once). */
+    double Next(double rate, double loss, double sent_at) const
     {
         if (Congested(loss))
         {
             double factor = decrease_by_loss ? std::max(0.5, 1.0 - loss) : 0.5;
-            return std::max(min_rate, rate * factor);
+            return std::min(rate, std::max(min_rate, sent_at * factor));
         }
         return std::min(max_rate, rate + increase);
+    }
+    double Next(double rate, double loss) const
+    {
+        return Next(rate, loss, rate);
     }
 };
 

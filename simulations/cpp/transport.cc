@@ -128,6 +128,7 @@ DlcpHost::Send(uint32_t record, uint32_t dst, const SendSpec& spec, std::functio
     m->spec = spec;
     m->on_acked = std::move(on_acked);
     m->rto = m_params.initial_rto;
+    m->sent_at = m_rate;
     uint8_t* h = m->hdr;
     DlcpHeader tmp;
     tmp.SetType(DLCP_TYPE_DATA);
@@ -715,7 +716,7 @@ DlcpHost::OnReply(const uint8_t* h, Ptr<Packet> p)
         if (!m.fed_back)
         {
             m.fed_back = true;
-            Feedback(0.0);
+            Feedback(0.0, m.sent_at);
         }
         (*m_records)[m.record].acked = Simulator::Now().GetSeconds();
         if (m.on_acked)
@@ -759,7 +760,7 @@ DlcpHost::OnReply(const uint8_t* h, Ptr<Packet> p)
     if (!m.fed_back)
     {
         m.fed_back = true;
-        Feedback(FirstPassLoss(missing, n)); // the first pass's verdict, as the host's (rate_control.h)
+        Feedback(FirstPassLoss(missing, n), m.sent_at); // the first pass's verdict, as the host's (rate_control.h)
     }
     // What to retransmit (host/endpoint.py _choose_retransmit): the missing packets beyond
     // what the bound may leave out, plus a margin of a quarter, protected classes first.
@@ -812,9 +813,9 @@ DlcpHost::OnReply(const uint8_t* h, Ptr<Packet> p)
 }
 
 void
-DlcpHost::Feedback(double loss)
+DlcpHost::Feedback(double loss, double sent_at)
 {
-    m_rate = m_params.rate.Next(m_rate, loss); // the core's rule (rate_control.h)
+    m_rate = m_params.rate.Next(m_rate, loss, sent_at); // the core's rule (rate_control.h)
 }
 
 } // namespace dlcpsim

@@ -111,6 +111,7 @@ class DlcpHost : public ns3::Application
         bool passed = false;
         bool stopped = false;
         bool fed_back = false;
+        double sent_at = 0; // the host's rate when the message was handed over (its verdict's base)
         uint32_t probe_id = 0;
         double rto = 0;
         ns3::EventId timer;
@@ -149,7 +150,7 @@ class DlcpHost : public ns3::Application
     void OnReply(const uint8_t* h, ns3::Ptr<ns3::Packet> p);
     void Complete(RxMsg& r, uint32_t probe_id);
     void SendBitmap(RxMsg& r, uint8_t type, uint32_t probe_id);
-    void Feedback(double loss);
+    void Feedback(double loss, double sent_at);
     /** pFabric: the class of a packet of a message with `remaining` bytes left to send. */
     uint8_t SrptClass(uint64_t remaining) const;
     void Charge(uint32_t wire_bytes, uint32_t dst);
