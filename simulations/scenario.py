@@ -228,6 +228,10 @@ class Workload:
     (0: from ``gpu_tflops``); for hosts whose time is not FLOPs (a CPU, a testbed's Python loop)."""
     batch: int = 32
     first_host: int = 0
+    hosts: tuple[int, ...] = ()
+    """ps / ring: the job's hosts in rank order (the workers, then a PS's servers) instead of consecutive hosts
+    from ``first_host``: a ring whose consecutive ranks sit on different leaves, as the testbed's leaf-spine
+    bench places them."""
 
 
 @dataclass(frozen=True)
@@ -439,7 +443,16 @@ def _check_workload(w: Workload, path: str, hosts: int) -> None:
 
 def _check_job(w: Workload, path: str, hosts: int) -> None:
     need = w.workers + (w.servers if w.type == "ps" else 0)
-    if w.workers < 2 or w.first_host < 0 or w.first_host + need > hosts:
+    if w.hosts:
+        fits = len(w.hosts) == len(set(w.hosts)) == need and all(0 <= h < hosts for h in w.hosts)
+        if w.workers < 2 or not fits:
+            raise ScenarioError(
+                f"{path}.hosts: {list(w.hosts)} must be {need} distinct hosts of the fabric's {hosts}"
+                + f" ({w.workers} workers"
+                + (f" and {w.servers} servers)" if w.type == "ps" else ")")
+                + " (and need >= 2 workers)"
+            )
+    elif w.workers < 2 or w.first_host < 0 or w.first_host + need > hosts:
         raise ScenarioError(
             f"{path}.workers: {w.workers} workers"
             + (f" and {w.servers} servers" if w.type == "ps" else "")

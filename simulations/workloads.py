@@ -183,8 +183,8 @@ def _job(w: Workload, transport: int, policy: Policy, start: float, f: Features)
         fwd = tuple(w.compute_us * 1e-6 / 3 * f / total for _, f in parts)
     ps = w.type == "ps"
     first, second = (MessageKind.PUSH, MessageKind.PULL) if ps else (MessageKind.REDUCE_SCATTER, MessageKind.ALL_GATHER)
-    workers = tuple(range(w.first_host, w.first_host + w.workers))
-    servers = tuple(range(w.first_host + w.workers, w.first_host + w.workers + w.servers)) if ps else ()
+    order = w.hosts or tuple(range(w.first_host, w.first_host + w.workers + (w.servers if ps else 0)))
+    workers, servers = order[: w.workers], order[w.workers :]
     return Job(
         mode=PS_MODE if ps else RING_MODE,
         transport=transport,

@@ -117,3 +117,75 @@ def test_a_bottleneck_needs_a_star_host() -> None:
     bad["topology"] |= {"bottleneck_host": 1, "bottleneck_gbps": 0.0}
     with pytest.raises(scenario.ScenarioError, match=r"topology\.bottleneck_gbps"):
         scenario.from_table(bad)
+
+
+def leaf_spine_doc(gloo: float = 0.030, dlcp: float = 0.024) -> dict[str, Any]:
+    row = lambda p50: {"iter_p50_s": p50, "iter_p99_s": 2 * p50, "iter_times_s": []}  # noqa: E731
+    ways = fidelity.FABRICS["leaf-spine"]
+    return {
+        "fabric": "leaf-spine",
+        "scenario": asdict(SCENARIOS["leaf-spine"][0]),
+        "train": asdict(fidelity.train_config(2048, "leaf-spine")),
+        "runs": {ways[0].name: [row(gloo)], ways[1].name: [row(dlcp)]},
+    }
+
+
+def test_the_leaf_spine_fabric_as_a_scenario() -> None:
+    d = leaf_spine_doc()
+    tcp, dlcp = fidelity.ways_of(d)
+    assert (tcp.backend, tcp.mode, dlcp.backend, dlcp.mode) == ("gloo", "ring", "dlcp", "ring")
+    ring = scenario.from_table(fidelity.sim_table(d, dlcp.name, 1000.0))
+    gloo = scenario.from_table(fidelity.sim_table(d, tcp.name, 1000.0))
+    t = ring.topology
+    # 2 leaves of 2 hosts at 1 Gbit/s, 200 Mbit/s between leaves and spines, 256 KiB buffers in frames.
+    assert (t.kind, t.leaves, t.spines, t.hosts_per_leaf, t.host_gbps, t.fabric_gbps) == (
+        "leaf_spine", 2, 2, 2, 1.0, 0.2,
+    )  # fmt: skip
+    assert ring.switch.buffer_packets == 262144 // (8192 + 40 + 8 + 20 + 14)
+    assert (ring.baseline, gloo.baseline, ring.host_pacing) == ("dlcp", "tcp", "share")
+    for s in (ring, gloo):
+        assert len(s.workload) == 1  # the training job alone: the bench's leaf-spine has no other traffic
+        job = workloads.generate(s.workload, 4, 1e9, s.features, s.dlcp.policy, 1).jobs[0]
+        # The testbed's rank order h1, h3, h2, h4 (hosts 0-1 on the first leaf): every ring step crosses the spines.
+        assert job.workers == (0, 2, 1, 3) and job.servers == ()
+        assert job.iterations == 2048 // (4 * 32)
+
+
+def test_compare_on_the_leaf_spine_fits_on_gloos_all_reduce(monkeypatch: pytest.MonkeyPatch) -> None:
+    tcp, dlcp = fidelity.FABRICS["leaf-spine"]
+    net = {tcp.name: 0.010, dlcp.name: 0.006}
+
+    def fake(d: dict[str, Any], compute_us: float, seeds: int) -> dict[str, dict[str, Any]]:
+        assert d["fabric"] == "leaf-spine"
+        return {
+            w: {"iter_p50_s": n + compute_us * 1e-6, "iter_p99_s": 2 * (n + compute_us * 1e-6)} for w, n in net.items()
+        }
+
+    monkeypatch.setattr(fidelity, "_simulate", fake)
+    r = fidelity.compare(leaf_spine_doc(gloo=0.030, dlcp=0.026))
+    assert r["ways"] == [tcp.name, dlcp.name] and r["fabric"] == "leaf-spine"
+    assert r["compute_us"] == pytest.approx(20_000)  # gloo's 30 ms less its 10 ms on the network
+    assert r["ratios"]["p50"]["sim"] == pytest.approx(26 / 30)
+    assert r["ratios"]["p50"]["within_goal"]
+    assert "fabric leaf-spine" in fidelity.report(r) and dlcp.name in fidelity.report(r)
+    net[dlcp.name] = 0.016  # the simulator now says DLCP takes 36 ms: 1.2 against 0.87
+    assert not fidelity.compare(leaf_spine_doc(gloo=0.030, dlcp=0.026))["ratios"]["p50"]["within_goal"]
+
+
+def test_an_unknown_fabric_is_refused(tmp_path: Any) -> None:
+    with pytest.raises(ValueError, match="fabric: 'fat-tree' is not one of incast, leaf-spine"):
+        fidelity.run_testbed(tmp_path, 2048, 1, fabric="fat-tree")
+
+
+def test_a_job_on_named_hosts() -> None:
+    base = {"topology": {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2}}
+    ring = {"type": "ring", "layer_bytes": [1000], "workers": 4, "hosts": [0, 2, 1, 3]}
+    s = scenario.from_table(base | {"workload": [ring]})
+    assert workloads.generate(s.workload, 4, 1e9, s.features, s.dlcp.policy, 1).jobs[0].workers == (0, 2, 1, 3)
+    ps = {"type": "ps", "layer_bytes": [1000], "workers": 2, "servers": 1, "hosts": [3, 0, 1]}
+    job = workloads.generate(scenario.from_table(base | {"workload": [ps]}).workload, 4, 1e9, s.features,
+                             s.dlcp.policy, 1).jobs[0]  # fmt: skip
+    assert (job.workers, job.servers) == ((3, 0), (1,))
+    for hosts in ([0, 2, 1], [0, 2, 2, 3], [0, 2, 1, 4]):
+        with pytest.raises(scenario.ScenarioError, match=r"workload\[0\]\.hosts: .* must be 4 distinct hosts"):
+            scenario.from_table(base | {"workload": [ring | {"hosts": hosts}]})

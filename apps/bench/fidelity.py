@@ -1,8 +1,10 @@
 """``dlcp sim fidelity``: one small training job on the testbed and in the simulator, side by side.
 
-The testbed part runs the bench's ``incast`` fabric (:mod:`dlcp.apps.bench.testbed`: a star, the
-parameter server h1 behind a shaped bottleneck, web-search background and UDP incast toward h1)
-with two ways: gloo over TCP (ring) and full DLCP (PS). It needs root and takes a few minutes;
+The testbed part runs one of the bench's fabrics (:mod:`dlcp.apps.bench.testbed`) with two ways (:data:`FABRICS`):
+``incast`` (a star, the parameter server h1 behind a shaped bottleneck, web-search background and UDP incast
+toward h1; a parameter server over gloo's TCP against full DLCP's PS) or ``leaf-spine`` (2 leaves, 2 spines,
+200 Mbit/s between them, 4 ranks alternating between the leaves; gloo's all-reduce, DDP's default, against full
+DLCP's ring). It needs root and takes a few minutes;
 its result is a JSON file (``testbed.json``) that the simulator part reads, so the comparison
 can be re-run, or re-simulated after a change to the simulator, without the testbed.
 
@@ -29,7 +31,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from dlcp.apps.testbed.scenario import Way
+from dlcp.apps.testbed.scenario import GLOO_ALLREDUCE, RING, Way
 from dlcp.apps.train.trainer import TrainConfig, param_count
 from dlcp.protocol import HEADER_SIZE
 from dlcp.units import parse_rate, parse_size
@@ -39,13 +41,19 @@ GLOO = Way("gloo/TCP ps", "gloo", "ps")
 TCP job reproduces (its name keys the saved testbed runs)."""
 PS_ON = Way("DLCP ps", "dlcp", "ps")
 WAYS = (GLOO, PS_ON)
-SIM_WAYS = {GLOO.name: ("tcp", "ring"), PS_ON.name: ("dlcp", "ps")}
+"""The ``incast`` fabric's ways: TCP first (the compute is fitted on it), then DLCP."""
+FABRICS: dict[str, tuple[Way, Way]] = {"incast": WAYS, "leaf-spine": (GLOO_ALLREDUCE, RING)}
+"""The bench's fabric (:data:`dlcp.apps.bench.testbed.SCENARIOS`) -> its two ways, TCP first."""
+SIM_WAYS = {
+    GLOO.name: ("tcp", "ring"), PS_ON.name: ("dlcp", "ps"), GLOO_ALLREDUCE.name: ("tcp", "ring"),
+    RING.name: ("dlcp", "ring"),
+}  # fmt: skip
 """Testbed way -> (simulator baseline, job type)."""
 STOP_SLACK_S = 10.0
 """Simulated time after the traffic ends for the job to finish (idle time costs nothing to simulate)."""
 FIT_TOLERANCE = 0.05
 """How close the fitted compute must bring the simulated gloo median to the testbed's before one more try."""
-GOAL = 0.20
+GOAL = 0.15
 """The simulated DLCP/TCP ratio should lie within this fraction of the testbed's (the fidelity goal)."""
 LINUX_MIN_RTO_US = 200_000.0
 """Linux's minimum TCP retransmission timeout (TCP_RTO_MIN, 200 ms): what gloo's connections get."""
@@ -58,36 +66,48 @@ SEND_GBPS = 10.0
 egress), so about what the software switch forwards with 9000-byte frames here (docs/results.md)."""
 
 
-def train_config(samples: int) -> TrainConfig:
-    """The job both sides run: the testbed bench's (3 ranks, ``mlp``, batch 32), one epoch, no evaluation stops."""
-    return TrainConfig(workers=3, model="mlp", epochs=1, train_samples=samples, batch_size=32, eval_every=0)
+def train_config(samples: int, fabric: str = "incast") -> TrainConfig:
+    """The job both sides run: the testbed bench fabric's ranks (3 on ``incast``, 4 on ``leaf-spine``), ``mlp``,
+    batch 32, one epoch, no evaluation stops."""
+    from dlcp.apps.bench.testbed import SCENARIOS
+
+    workers = SCENARIOS[fabric][0].workers
+    return TrainConfig(workers=workers, model="mlp", epochs=1, train_samples=samples, batch_size=32, eval_every=0)
+
+
+def ways_of(doc: dict[str, Any]) -> tuple[Way, Way]:
+    """The two ways of a testbed run ``doc`` (TCP first), from its fabric (an ``incast`` run when it names none)."""
+    return FABRICS[doc.get("fabric", "incast")]
 
 
 def run_testbed(
-    folder: Path, samples: int, repeat: int, progress: Callable[[str], None] | None = None
+    folder: Path, samples: int, repeat: int, progress: Callable[[str], None] | None = None, fabric: str = "incast"
 ) -> dict[str, Any]:
-    """Run gloo and full DLCP on the bench's ``incast`` fabric, taking turns ``repeat`` times (root)."""
+    """Run TCP and full DLCP (:data:`FABRICS`) on the bench's ``fabric``, taking turns ``repeat`` times (root)."""
     from dlcp.apps.bench.testbed import SCENARIOS
     from dlcp.apps.testbed.scenario import run_way
     from dlcp.testbed import spec as spec_mod
     from dlcp.testbed.lifecycle import Testbed
 
+    if fabric not in FABRICS:
+        raise ValueError(f"fabric: {fabric!r} is not one of {', '.join(FABRICS)}")
     say = progress or (lambda text: None)
-    cfg = train_config(samples)
-    scenario = SCENARIOS["incast"][0]
+    cfg = train_config(samples, fabric)
+    scenario = SCENARIOS[fabric][0]
+    ways = FABRICS[fabric]
     folder.mkdir(parents=True, exist_ok=True)
     spec = spec_mod.load(scenario.write(folder))
-    runs: dict[str, list[dict[str, Any]]] = {w.name: [] for w in WAYS}
+    runs: dict[str, list[dict[str, Any]]] = {w.name: [] for w in ways}
     with Testbed(spec) as tb:
         for r in range(repeat):
-            for w in WAYS:
+            for w in ways:
                 say(f"testbed {r + 1}/{repeat}: {w.name} ...")
                 res = run_way(tb, w, cfg, folder / f"{r}-{w.backend}-{w.mode}", traffic_s=300.0)
                 row = res.as_dict()
                 runs[w.name].append({k: row[k] for k in ("iter_p50_s", "iter_p99_s", "iter_times_s", "loss_fraction")})
                 say(f"testbed {r + 1}/{repeat}: {w.name}: p50 {row['iter_p50_s'] * 1e3:.1f} ms, "
                     f"p99 {row['iter_p99_s'] * 1e3:.1f} ms")  # fmt: skip
-    doc = {"scenario": asdict(scenario), "train": asdict(cfg), "runs": runs}
+    doc = {"fabric": fabric, "scenario": asdict(scenario), "train": asdict(cfg), "runs": runs}
     (folder / "testbed.json").write_text(json.dumps(doc, indent=1))
     return doc
 
@@ -101,12 +121,15 @@ def _host_probe_timeouts() -> tuple[float, float]:
 
 
 def sim_table(doc: dict[str, Any], way: str, compute_us: float, seed: int = 1) -> dict[str, Any]:
-    """The simulator scenario (a TOML table) of the testbed run ``doc`` for one of :data:`WAYS`.
+    """The simulator scenario (a TOML table) of the testbed run ``doc`` for one of its two ways (:func:`ways_of`).
 
-    Hosts: testbed h1 (server, behind the bottleneck) is the simulator's last host, so that a ring
+    ``incast``: testbed h1 (server, behind the bottleneck) is the simulator's last host, so that a ring
     over hosts 1..N and a PS job with workers 1..N-1 and its server on host N line up with the
-    testbed's ranks; host 0 is the host that only sends background traffic.
+    testbed's ranks; host 0 is the host that only sends background traffic. ``leaf-spine``:
+    :func:`leaf_spine_table`.
     """
+    if doc.get("fabric", "incast") == "leaf-spine":
+        return leaf_spine_table(doc, way, compute_us, seed)
     from dlcp.testbed.traffic import INCAST_BYTES, INCAST_PERIOD_S, MAX_FLOW_BYTES
 
     sc, train = doc["scenario"], doc["train"]
@@ -169,6 +192,60 @@ def sim_table(doc: dict[str, Any], way: str, compute_us: float, seed: int = 1) -
     }
 
 
+def leaf_spine_table(doc: dict[str, Any], way: str, compute_us: float, seed: int = 1) -> dict[str, Any]:
+    """The bench's ``leaf-spine`` fabric as a simulator scenario, for one of its two ways.
+
+    2 leaves of ``per_leaf`` hosts (testbed h1, h2, ... on the first leaf, as the testbed splits them: simulator
+    host i is testbed h(i+1)), 2 spines; host links at the hosts' rate, leaf-spine links at the fabric's, every
+    buffer the fabric's bytes in packets; the ring's ranks in the testbed's order (h1, h3, h2, h4: every step
+    crosses the spines). TCP flows are hashed per flow over the spines and DLCP's packets sprayed, as on the
+    testbed; no other traffic, as there.
+    """
+    from dlcp.apps.testbed.scenario import Scenario
+
+    sc, train = doc["scenario"], doc["train"]
+    baseline, job_type = SIM_WAYS[way]
+    tb = Scenario(**sc)
+    index = {h: i for i, h in enumerate(tb.hosts)}
+    order = [index[h] for h in tb.worker_hosts]
+    workers = len(order)
+    host_bps = parse_rate(sc["host_rate"])
+    fabric_bps = parse_rate(sc["fabric_rate"] or sc["host_rate"])
+    payload = train.get("payload_bytes", 8192)
+    frame = payload + HEADER_SIZE + FRAME_OVERHEAD
+    iterations = int(train["epochs"]) * (int(train["train_samples"]) // (workers * int(train["batch_size"])))
+    grad_bytes = 4 * param_count(train["model"])
+    traffic_s = max(1.0, iterations * (compute_us * 1e-6 + 3 * grad_bytes * 8 / (fabric_bps / 10)))
+    rto, max_rto = _host_probe_timeouts()
+    job: dict[str, Any] = {
+        "type": job_type, "layer_bytes": [grad_bytes], "iterations": iterations, "batch": int(train["batch_size"]),
+        "compute_us": compute_us, "workers": workers, "hosts": order, "tag": "job",
+    }  # fmt: skip
+    return {
+        "name": f"fidelity-leaf-spine-{baseline}",
+        "seed": seed,
+        "baseline": baseline,
+        "stop_s": traffic_s + STOP_SLACK_S,
+        "host_pacing": "share",  # the controller paces the testbed's hosts at their share (the rule's numbers)
+        "probe_timeout_us": rto * 1e6,
+        "max_probe_timeout_us": max_rto * 1e6,
+        "topology": {
+            "kind": "leaf_spine",
+            "leaves": 2,
+            "spines": 2,
+            "hosts_per_leaf": tb.per_leaf,
+            "host_gbps": host_bps / 1e9,
+            "fabric_gbps": fabric_bps / 1e9,
+            "delay_us": LINK_DELAY_US,
+            "mtu": 9000,
+        },
+        "switch": {"buffer_packets": max(1, parse_size(sc["fabric_buffer"]) // frame), "ecn_threshold_packets": 0},
+        "tcp": {"variant": "newreno", "min_rto_us": LINUX_MIN_RTO_US},
+        "dlcp": {"transport": {"payload_bytes": payload}, "policy": {"push": {"loss_bound": train["loss_bound"]}}},
+        "workload": [job],
+    }
+
+
 def _percentiles(times: list[float]) -> tuple[float, float]:
     import numpy as np
 
@@ -181,10 +258,11 @@ def _percentiles(times: list[float]) -> tuple[float, float]:
 def _simulate(doc: dict[str, Any], compute_us: float, seeds: int) -> dict[str, dict[str, Any]]:
     from dlcp.simulations import runner
 
-    tables = [sim_table(doc, w.name, compute_us, seed) for w in WAYS for seed in range(1, seeds + 1)]
+    ways = ways_of(doc)
+    tables = [sim_table(doc, w.name, compute_us, seed) for w in ways for seed in range(1, seeds + 1)]
     results = runner.sweep(tables, parallel=2)
     out: dict[str, dict[str, Any]] = {}
-    for i, w in enumerate(WAYS):
+    for i, w in enumerate(ways):
         # The first iteration opens the TCP connections (gloo opens them before training) and fills the caches.
         times = [t for r in results[i * seeds : (i + 1) * seeds] for t in r["jobs"][0]["iteration_s"][1:]]
         p50, p99 = _percentiles(times)
@@ -204,38 +282,45 @@ def _testbed_row(run: dict[str, Any]) -> dict[str, float]:
 
 def compare(doc: dict[str, Any], seeds: int = 2) -> dict[str, Any]:
     """Simulate the testbed run ``doc``: fit the compute on gloo's median, then report both sides and the ratios."""
+    tcp, dlcp = ways_of(doc)
     runs = {w: [_testbed_row(r) for r in rows] for w, rows in doc["runs"].items()}
     tb = {w.name: {k: statistics.median(r[k] for r in runs[w.name]) for k in ("iter_p50_s", "iter_p99_s")}
-          for w in WAYS}  # fmt: skip
-    want = tb[GLOO.name]["iter_p50_s"]
+          for w in (tcp, dlcp)}  # fmt: skip
+    want = tb[tcp.name]["iter_p50_s"]
     network_only = _simulate(doc, 0.0, seeds)
-    compute_us = max(0.0, (want - network_only[GLOO.name]["iter_p50_s"]) * 1e6)
+    compute_us = max(0.0, (want - network_only[tcp.name]["iter_p50_s"]) * 1e6)
     sim = _simulate(doc, compute_us, seeds)
     # An iteration is not quite compute plus network (the background and incast meet it at other
     # moments): one correction step.
-    miss = want - sim[GLOO.name]["iter_p50_s"]
+    miss = want - sim[tcp.name]["iter_p50_s"]
     if abs(miss) > FIT_TOLERANCE * want:
         compute_us = max(0.0, compute_us + miss * 1e6)
         sim = _simulate(doc, compute_us, seeds)
     ratios = {}
     for q in ("p50", "p99"):
         key = f"iter_{q}_s"
-        per_repeat = [f[key] / g[key] for f, g in zip(runs[PS_ON.name], runs[GLOO.name], strict=True)]
+        per_repeat = [f[key] / g[key] for f, g in zip(runs[dlcp.name], runs[tcp.name], strict=True)]
         t = statistics.median(per_repeat)
-        s = sim[PS_ON.name][key] / sim[GLOO.name][key]
+        s = sim[dlcp.name][key] / sim[tcp.name][key]
         ratios[q] = {
             "testbed": t, "testbed_min": min(per_repeat), "testbed_max": max(per_repeat), "sim": s,
             "sim_over_testbed": s / t, "within_goal": abs(s / t - 1) <= GOAL,
         }  # fmt: skip
-    return {"compute_us": compute_us, "testbed": tb, "sim": sim, "sim_network_only": network_only, "ratios": ratios}
+    return {
+        "fabric": doc.get("fabric", "incast"), "ways": [tcp.name, dlcp.name], "compute_us": compute_us,
+        "testbed": tb, "sim": sim, "sim_network_only": network_only, "ratios": ratios,
+    }  # fmt: skip
 
 
 def report(result: dict[str, Any]) -> str:
-    lines = [f"host compute per iteration, fitted on gloo's testbed median: {result['compute_us'] / 1e3:.2f} ms", ""]
-    lines.append(f"{'way':<12}{'testbed p50':>13}{'sim p50':>10}{'testbed p99':>13}{'sim p99':>10}  (ms)")
-    for w in WAYS:
-        t, s = result["testbed"][w.name], result["sim"][w.name]
-        lines.append(f"{w.name:<12}{t['iter_p50_s'] * 1e3:>13.1f}{s['iter_p50_s'] * 1e3:>10.1f}"
+    ways = result.get("ways", [w.name for w in WAYS])
+    width = max(12, *(len(w) + 2 for w in ways))
+    lines = [f"fabric {result.get('fabric', 'incast')}; host compute per iteration, fitted on the testbed's "
+             f"{ways[0]} median: {result['compute_us'] / 1e3:.2f} ms", ""]  # fmt: skip
+    lines.append(f"{'way':<{width}}{'testbed p50':>13}{'sim p50':>10}{'testbed p99':>13}{'sim p99':>10}  (ms)")
+    for w in ways:
+        t, s = result["testbed"][w], result["sim"][w]
+        lines.append(f"{w:<{width}}{t['iter_p50_s'] * 1e3:>13.1f}{s['iter_p50_s'] * 1e3:>10.1f}"
                      f"{t['iter_p99_s'] * 1e3:>13.1f}{s['iter_p99_s'] * 1e3:>10.1f}")  # fmt: skip
     lines.append("")
     for q, r in result["ratios"].items():

@@ -69,6 +69,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     src = fd.add_mutually_exclusive_group(required=True)
     src.add_argument("--testbed", type=Path, help="a testbed.json written by --run-testbed: simulate and compare")
     src.add_argument("--run-testbed", action="store_true", help="run the testbed part first (root, minutes)")
+    fd.add_argument(
+        "--fabric", choices=("incast", "leaf-spine"), default="incast",
+        help="testbed: the bench's fabric (incast: PS over gloo's TCP against DLCP's PS; leaf-spine: gloo's"
+        " all-reduce against DLCP's ring)",
+    )  # fmt: skip
     fd.add_argument("--samples", type=int, default=2048, help="testbed: training samples (one epoch)")
     fd.add_argument("--repeat", type=int, default=2, help="testbed: turns of each way")
     fd.add_argument("--seeds", type=int, default=2, help="simulator: runs of each way (seeds 1..N)")
@@ -88,11 +93,13 @@ def _fidelity(args: argparse.Namespace) -> int:
         from dlcp.testbed.jobs import new_folder
         from dlcp.testbed.lifecycle import require_root
 
-        check(fidelity.train_config(args.samples))
+        check(fidelity.train_config(args.samples, args.fabric))
         require_root()
         folder = new_folder(args.out, "fidelity")
         print(f"results folder: {folder}", file=sys.stderr)
-        doc = fidelity.run_testbed(folder, args.samples, args.repeat, lambda t: print(t, file=sys.stderr))
+        doc = fidelity.run_testbed(
+            folder, args.samples, args.repeat, lambda t: print(t, file=sys.stderr), fabric=args.fabric
+        )
     else:
         try:
             doc = json.loads(args.testbed.read_text())
