@@ -54,6 +54,7 @@ dp_switch *dp_switch_new(uint32_t max_frame, int virtual_clock) {
     s->wake_fd = -1;
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->ctl, NULL);
+    pthread_cond_init(&s->started, NULL);
     s->tables = malloc(sizeof(dp_tables));
     s->scratch = malloc(max_frame);
     s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -82,6 +83,7 @@ void dp_switch_free(dp_switch *s) {
     free(s->scratch);
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->ctl);
+    pthread_cond_destroy(&s->started);
     free(s);
 }
 
@@ -401,6 +403,7 @@ static void *dp_thread(void *arg) {
     uint64_t last_stats = 0;
     pthread_mutex_lock(&s->lock);
     s->thread_id = (int)gettid();
+    pthread_cond_broadcast(&s->started);
     pthread_mutex_unlock(&s->lock);
     while (!s->stop) {
         uint32_t work = 0;
@@ -510,6 +513,9 @@ int dp_switch_start(dp_switch *s, char *err, size_t errlen) {
         goto out;
     }
     s->running = 1;
+    /* Return once the thread has said who it is: a caller that reads its times (thread_times) right after
+     * start found no thread under load. The wait gives the lock to the thread, which takes it first. */
+    while (s->thread_id == 0) pthread_cond_wait(&s->started, &s->lock);
 out:
     pthread_mutex_unlock(&s->lock);
     pthread_mutex_unlock(&s->ctl);

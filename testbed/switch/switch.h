@@ -73,6 +73,7 @@ typedef struct {
     uint64_t first_rx_ns, last_tx_ns; /* data-plane thread: first frame taken, last frame sent (benchmarks) */
     uint64_t first_rx_cpu_ns, last_tx_cpu_ns; /* the same moments in the thread's CPU time */
     int thread_id;          /* the data-plane thread's kernel id (0: not started); its /proc/self/task/<id> */
+    pthread_cond_t started; /* with lock: signalled when the thread has set thread_id (dp_switch_start waits) */
 } dp_switch;
 
 dp_switch *dp_switch_new(uint32_t max_frame, int virtual_clock);

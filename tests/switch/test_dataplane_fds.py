@@ -135,3 +135,17 @@ def test_threads_stopping_one_switch_at_once(ns: Namespace) -> None:
     except subprocess.TimeoutExpired:
         pytest.fail("300 concurrent stops did not end within 120 s: a stop waits forever (the thread joined twice)")
     assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+
+
+def test_a_started_switch_names_its_thread_at_once(ns: Namespace) -> None:
+    # thread_times() measures the data-plane thread from the moment start() returns: a test reads it right after
+    # starting (tests/switch/test_veth_traffic.py), so start() returns once the thread has published its id.
+    sw = _switch(ns)
+    try:
+        for _ in range(300):
+            sw.start()
+            assert sw.thread_times() is not None, "start() returned before its thread said who it is"
+            sw.stop()
+            assert sw.thread_times() is None
+    finally:
+        sw.close()
