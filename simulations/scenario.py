@@ -447,10 +447,9 @@ def _check_job(w: Workload, path: str, hosts: int) -> None:
         fits = len(w.hosts) == len(set(w.hosts)) == need and all(0 <= h < hosts for h in w.hosts)
         if w.workers < 2 or not fits:
             raise ScenarioError(
-                f"{path}.hosts: {list(w.hosts)} must be {need} distinct hosts of the fabric's {hosts}"
-                + f" ({w.workers} workers"
-                + (f" and {w.servers} servers)" if w.type == "ps" else ")")
-                + " (and need >= 2 workers)"
+                f"{path}.hosts: {list(w.hosts)} must be {need} distinct hosts of the fabric's {hosts}: "
+                + f"{w.workers} workers (at least 2)"
+                + (f" and {w.servers} servers" if w.type == "ps" else "")
             )
     elif w.workers < 2 or w.first_host < 0 or w.first_host + need > hosts:
         raise ScenarioError(

@@ -121,129 +121,99 @@ def _host_probe_timeouts() -> tuple[float, float]:
 
 
 def sim_table(doc: dict[str, Any], way: str, compute_us: float, seed: int = 1) -> dict[str, Any]:
-    """The simulator scenario (a TOML table) of the testbed run ``doc`` for one of its two ways (:func:`ways_of`).
-
-    ``incast``: testbed h1 (server, behind the bottleneck) is the simulator's last host, so that a ring
-    over hosts 1..N and a PS job with workers 1..N-1 and its server on host N line up with the
-    testbed's ranks; host 0 is the host that only sends background traffic. ``leaf-spine``:
-    :func:`leaf_spine_table`.
-    """
-    if doc.get("fabric", "incast") == "leaf-spine":
-        return leaf_spine_table(doc, way, compute_us, seed)
-    from dlcp.testbed.traffic import INCAST_BYTES, INCAST_PERIOD_S, MAX_FLOW_BYTES
-
+    """The simulator scenario (a TOML table) of the testbed run ``doc`` for one of its two ways (:func:`ways_of`):
+    its fabric (:func:`_star` or :func:`_leaf_spine`), the job, and the testbed hosts' transport rules."""
     sc, train = doc["scenario"], doc["train"]
     baseline, job_type = SIM_WAYS[way]
     workers = int(train["workers"])
-    hosts = workers + 1
-    server = hosts - 1
-    host_bps = parse_rate(sc["host_rate"])
-    bottleneck_bps = parse_rate(sc["bottleneck_rate"])
     payload = train.get("payload_bytes", 8192)
-    frame = payload + HEADER_SIZE + FRAME_OVERHEAD
     iterations = int(train["epochs"]) * (int(train["train_samples"]) // (workers * int(train["batch_size"])))
-    # Traffic for as long as every iteration takes at a tenth of the bottleneck (the job ends earlier);
-    # the run may go on idle for a few TCP timeouts more (a lost SYN costs ns-3 3 s).
     grad_bytes = 4 * param_count(train["model"])  # float32; one DDP bucket (the mlp is far under 25 MB)
-    traffic_s = max(1.0, iterations * (compute_us * 1e-6 + 3 * grad_bytes * 8 / (bottleneck_bps / 10)))
-    stop_s = traffic_s + STOP_SLACK_S
-    rto, max_rto = _host_probe_timeouts()
     job: dict[str, Any] = {
         "type": job_type, "layer_bytes": [grad_bytes], "iterations": iterations, "batch": int(train["batch_size"]),
-        "compute_us": compute_us, "first_host": 1,
-        "workers": workers if job_type == "ring" else workers - 1, "tag": "job",
+        "compute_us": compute_us, "tag": "job",
     }  # fmt: skip
-    if job_type == "ps":
-        job["servers"] = 1
-    loads: list[dict[str, Any]] = [job]
-    if sc["traffic_load"] > 0:
-        # The testbed's flows put `load` x the slowest link on the whole fabric; the simulator's, per host.
-        per_host = sc["traffic_load"] * min(bottleneck_bps, host_bps) / (SEND_GBPS * 1e9) / hosts
-        loads.append({"type": "background", "distribution": "websearch", "load": per_host,
-                      "duration_us": traffic_s * 1e6, "max_flow_bytes": MAX_FLOW_BYTES})  # fmt: skip
-    if sc["incast"] > 0:
-        loads.append({"type": "incast", "senders": int(sc["incast"]), "receiver": server, "bytes": INCAST_BYTES,
-                      "rounds": max(1, int(traffic_s / INCAST_PERIOD_S)), "gap_us": INCAST_PERIOD_S * 1e6,
-                      "transport": "tcp", "tag": "incast"})  # fmt: skip
-    buffer_packets = max(1, parse_size(sc["bottleneck_buffer"]) // frame)
+    fabric = _leaf_spine if doc.get("fabric", "incast") == "leaf-spine" else _star
+
+    # Traffic for as long as every iteration takes at a tenth of the bottleneck (the job ends earlier);
+    # the run may go on idle for a few TCP timeouts more.
+    def traffic_s(bottleneck_bps: float) -> float:
+        return max(1.0, iterations * (compute_us * 1e-6 + 3 * grad_bytes * 8 / (bottleneck_bps / 10)))
+
+    topology, buffer_bytes, loads, stop_s = fabric(sc, job, workers, traffic_s)
+    rto, max_rto = _host_probe_timeouts()
     return {
-        "name": f"fidelity-{baseline}",
+        "name": f"fidelity-{doc.get('fabric', 'incast')}-{baseline}",
         "seed": seed,
         "baseline": baseline,
-        "stop_s": stop_s,
+        "stop_s": stop_s + STOP_SLACK_S,
         "host_pacing": "share",  # the controller paces the testbed's hosts at their share (the rule's numbers)
         "probe_timeout_us": rto * 1e6,
         "max_probe_timeout_us": max_rto * 1e6,
-        "topology": {
-            "kind": "star",
-            "hosts": hosts,
-            "host_gbps": SEND_GBPS,
-            "host_down_gbps": host_bps / 1e9,
-            "bottleneck_host": server,
-            "bottleneck_gbps": bottleneck_bps / 1e9,
-            "delay_us": LINK_DELAY_US,
-            "mtu": 9000,
-        },
+        "topology": topology | {"delay_us": LINK_DELAY_US, "mtu": 9000},
         # The software switch marks no ECN: every TCP (gloo's, the background's) is loss-driven.
-        "switch": {"buffer_packets": buffer_packets, "ecn_threshold_packets": 0},
+        "switch": {
+            "buffer_packets": max(1, buffer_bytes // (payload + HEADER_SIZE + FRAME_OVERHEAD)),
+            "ecn_threshold_packets": 0,
+        },
         "tcp": {"variant": "newreno", "min_rto_us": LINUX_MIN_RTO_US},
         "dlcp": {"transport": {"payload_bytes": payload}, "policy": {"push": {"loss_bound": train["loss_bound"]}}},
         "workload": loads,
     }
 
 
-def leaf_spine_table(doc: dict[str, Any], way: str, compute_us: float, seed: int = 1) -> dict[str, Any]:
-    """The bench's ``leaf-spine`` fabric as a simulator scenario, for one of its two ways.
+_Fabric = tuple[dict[str, Any], int, list[dict[str, Any]], float]
+"""A fabric's topology table, its buffer bytes, the workloads (the job first) and how long its traffic lasts."""
 
-    2 leaves of ``per_leaf`` hosts (testbed h1, h2, ... on the first leaf, as the testbed splits them: simulator
-    host i is testbed h(i+1)), 2 spines; host links at the hosts' rate, leaf-spine links at the fabric's, every
-    buffer the fabric's bytes in packets; the ring's ranks in the testbed's order (h1, h3, h2, h4: every step
+
+def _star(sc: dict[str, Any], job: dict[str, Any], workers: int, traffic_s: Callable[[float], float]) -> _Fabric:
+    """``incast``: testbed h1 (server, behind the bottleneck) is the simulator's last host, so that a ring
+    over hosts 1..N and a PS job with workers 1..N-1 and its server on host N line up with the
+    testbed's ranks; host 0 is the host that only sends background traffic."""
+    from dlcp.testbed.traffic import INCAST_BYTES, INCAST_PERIOD_S, MAX_FLOW_BYTES
+
+    hosts = workers + 1
+    server = hosts - 1
+    host_bps = parse_rate(sc["host_rate"])
+    bottleneck_bps = parse_rate(sc["bottleneck_rate"])
+    seconds = traffic_s(bottleneck_bps)
+    job |= {"first_host": 1, "workers": workers if job["type"] == "ring" else workers - 1}
+    if job["type"] == "ps":
+        job["servers"] = 1
+    loads: list[dict[str, Any]] = [job]
+    if sc["traffic_load"] > 0:
+        # The testbed's flows put `load` x the slowest link on the whole fabric; the simulator's, per host.
+        per_host = sc["traffic_load"] * min(bottleneck_bps, host_bps) / (SEND_GBPS * 1e9) / hosts
+        loads.append({"type": "background", "distribution": "websearch", "load": per_host,
+                      "duration_us": seconds * 1e6, "max_flow_bytes": MAX_FLOW_BYTES})  # fmt: skip
+    if sc["incast"] > 0:
+        loads.append({"type": "incast", "senders": int(sc["incast"]), "receiver": server, "bytes": INCAST_BYTES,
+                      "rounds": max(1, int(seconds / INCAST_PERIOD_S)), "gap_us": INCAST_PERIOD_S * 1e6,
+                      "transport": "tcp", "tag": "incast"})  # fmt: skip
+    topology = {
+        "kind": "star", "hosts": hosts, "host_gbps": SEND_GBPS, "host_down_gbps": host_bps / 1e9,
+        "bottleneck_host": server, "bottleneck_gbps": bottleneck_bps / 1e9,
+    }  # fmt: skip
+    return topology, parse_size(sc["bottleneck_buffer"]), loads, seconds
+
+
+def _leaf_spine(sc: dict[str, Any], job: dict[str, Any], workers: int, traffic_s: Callable[[float], float]) -> _Fabric:
+    """``leaf-spine``: 2 leaves of ``per_leaf`` hosts (testbed h1, h2, ... on the first leaf, as the testbed splits
+    them: simulator host i is testbed h(i+1)), 2 spines; host links at the hosts' rate, leaf-spine links at the
+    fabric's, every buffer the fabric's bytes; the ring's ranks in the testbed's order (h1, h3, h2, h4: every step
     crosses the spines). TCP flows are hashed per flow over the spines and DLCP's packets sprayed, as on the
-    testbed; no other traffic, as there.
-    """
+    testbed; no other traffic, as there."""
     from dlcp.apps.testbed.scenario import Scenario
 
-    sc, train = doc["scenario"], doc["train"]
-    baseline, job_type = SIM_WAYS[way]
     tb = Scenario(**sc)
     index = {h: i for i, h in enumerate(tb.hosts)}
-    order = [index[h] for h in tb.worker_hosts]
-    workers = len(order)
-    host_bps = parse_rate(sc["host_rate"])
+    job |= {"workers": workers, "hosts": [index[h] for h in tb.worker_hosts]}
     fabric_bps = parse_rate(sc["fabric_rate"] or sc["host_rate"])
-    payload = train.get("payload_bytes", 8192)
-    frame = payload + HEADER_SIZE + FRAME_OVERHEAD
-    iterations = int(train["epochs"]) * (int(train["train_samples"]) // (workers * int(train["batch_size"])))
-    grad_bytes = 4 * param_count(train["model"])
-    traffic_s = max(1.0, iterations * (compute_us * 1e-6 + 3 * grad_bytes * 8 / (fabric_bps / 10)))
-    rto, max_rto = _host_probe_timeouts()
-    job: dict[str, Any] = {
-        "type": job_type, "layer_bytes": [grad_bytes], "iterations": iterations, "batch": int(train["batch_size"]),
-        "compute_us": compute_us, "workers": workers, "hosts": order, "tag": "job",
+    topology = {
+        "kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": tb.per_leaf,
+        "host_gbps": parse_rate(sc["host_rate"]) / 1e9, "fabric_gbps": fabric_bps / 1e9,
     }  # fmt: skip
-    return {
-        "name": f"fidelity-leaf-spine-{baseline}",
-        "seed": seed,
-        "baseline": baseline,
-        "stop_s": traffic_s + STOP_SLACK_S,
-        "host_pacing": "share",  # the controller paces the testbed's hosts at their share (the rule's numbers)
-        "probe_timeout_us": rto * 1e6,
-        "max_probe_timeout_us": max_rto * 1e6,
-        "topology": {
-            "kind": "leaf_spine",
-            "leaves": 2,
-            "spines": 2,
-            "hosts_per_leaf": tb.per_leaf,
-            "host_gbps": host_bps / 1e9,
-            "fabric_gbps": fabric_bps / 1e9,
-            "delay_us": LINK_DELAY_US,
-            "mtu": 9000,
-        },
-        "switch": {"buffer_packets": max(1, parse_size(sc["fabric_buffer"]) // frame), "ecn_threshold_packets": 0},
-        "tcp": {"variant": "newreno", "min_rto_us": LINUX_MIN_RTO_US},
-        "dlcp": {"transport": {"payload_bytes": payload}, "policy": {"push": {"loss_bound": train["loss_bound"]}}},
-        "workload": [job],
-    }
+    return topology, parse_size(sc["fabric_buffer"]), [job], traffic_s(fabric_bps)
 
 
 def _percentiles(times: list[float]) -> tuple[float, float]:
